@@ -1,0 +1,69 @@
+"""Basra rules engine: pure, deterministic, immutable values, no I/O."""
+
+from engine.cards import Card, code, codes, parse_card, parse_cards
+from engine.errors import Reason, RuleError
+from engine.events import (
+    BasraScored,
+    Captured,
+    CardPlayed,
+    CardsDealt,
+    Event,
+    FloorFixed,
+    HandScored,
+    HandStarted,
+    LeftoversAwarded,
+    MatchOver,
+    SeatScore,
+    Swept,
+    Trailed,
+)
+from engine.match import Action, Move, apply, legal_moves, new_match
+from engine.plans import DEFAULT_WORK_LIMIT, MAX_PLANS, Plan, plans_for
+from engine.replay import ReplayResult, replay
+from engine.scoring import match_winner, score_hand
+from engine.state import State, Status
+from engine.validate import check_state
+from engine.view import HiddenDeal, SeatView, seat_events, seat_view
+
+__all__ = [
+    "DEFAULT_WORK_LIMIT",
+    "MAX_PLANS",
+    "Action",
+    "BasraScored",
+    "Captured",
+    "Card",
+    "CardPlayed",
+    "CardsDealt",
+    "Event",
+    "FloorFixed",
+    "HandScored",
+    "HandStarted",
+    "HiddenDeal",
+    "LeftoversAwarded",
+    "MatchOver",
+    "Move",
+    "Plan",
+    "Reason",
+    "ReplayResult",
+    "RuleError",
+    "SeatScore",
+    "SeatView",
+    "State",
+    "Status",
+    "Swept",
+    "Trailed",
+    "apply",
+    "check_state",
+    "code",
+    "codes",
+    "legal_moves",
+    "match_winner",
+    "new_match",
+    "parse_card",
+    "parse_cards",
+    "plans_for",
+    "replay",
+    "score_hand",
+    "seat_events",
+    "seat_view",
+]

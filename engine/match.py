@@ -1,0 +1,327 @@
+"""The match flow: creating a match, dealing, applying one action, legal moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine import rng
+from engine.cards import JACK_RANK, SEVEN_OF_DIAMONDS, Card, code, mask_of
+from engine.errors import Reason, RuleError
+from engine.events import (
+    BasraScored,
+    Captured,
+    CardPlayed,
+    CardsDealt,
+    Event,
+    FloorFixed,
+    HandStarted,
+    LeftoversAwarded,
+    MatchOver,
+    Swept,
+    Trailed,
+)
+from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
+from engine.scoring import match_winner, score_hand
+from engine.state import HAND_CARDS, MAX_LABEL_CHARS, State, Status
+from engine.validate import check_state
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A seat plays a card: with no choice, a plan id, an explicit capture set, or a trail."""
+
+    seat: int
+    card: Card
+    plan_id: int | None = None
+    capture: tuple[Card, ...] | None = None
+    trail: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """What one card of the hand to move can do: its plans, or that it trails."""
+
+    card: Card
+    plans: tuple[Plan, ...]
+    trails: bool
+
+
+def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, tuple[Event, ...]]:
+    """Create a match from its seed: choose the first dealer and deal the first hand."""
+    if not isinstance(seed, bytes) or not rng.MIN_SEED_BYTES <= len(seed) <= rng.MAX_SEED_BYTES:
+        raise RuleError(
+            Reason.INVALID_SEED,
+            f"The seed must be {rng.MIN_SEED_BYTES} to {rng.MAX_SEED_BYTES} bytes long.",
+            length=len(seed) if isinstance(seed, bytes) else -1,
+        )
+    for seat, label in enumerate(labels):
+        if len(label) > MAX_LABEL_CHARS or not label.isprintable():
+            raise RuleError(
+                Reason.INVALID_ACTION,
+                f"The label of seat {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
+                seat=seat,
+            )
+    dealer = rng.first_dealer(seed)
+    empty: tuple[Card, ...] = ()
+    blank = State(
+        seed=seed,
+        seq=0,
+        hand_number=0,
+        dealer=1 - dealer,
+        to_move=None,
+        deck=empty,
+        hands=(empty, empty),
+        floor=empty,
+        captured=(empty, empty),
+        basras=(0, 0),
+        last_capturer=None,
+        unclaimed=empty,
+        totals=(0, 0),
+        carry=0,
+        status=Status.IN_PROGRESS,
+        winner=None,
+        labels=(labels[0], labels[1]),
+    )
+    events: list[Event] = []
+    return _start_hand(blank, events), tuple(events)
+
+
+def _start_hand(state: State, events: list[Event]) -> State:
+    """Begin the next hand: alternate the dealer, shuffle a full deck, deal and fix the floor."""
+    number = state.hand_number + 1
+    dealer = 1 - state.dealer
+    other = 1 - dealer
+    deck = rng.shuffled(state.seed, rng.deck_label(number), range(52))
+    events.append(HandStarted(number, dealer))
+    hands: list[tuple[Card, ...]] = [(), ()]
+    hands[other] = deck[0:4]
+    hands[dealer] = deck[4:8]
+    floor = deck[8:12]
+    rest = deck[12:]
+    events.append(CardsDealt(other, hands[other]))
+    events.append(CardsDealt(dealer, hands[dealer]))
+    events.append(CardsDealt(None, floor))
+    fixes = 0
+    while True:
+        returned = tuple(c for c in floor if c == SEVEN_OF_DIAMONDS or c >> 2 == JACK_RANK)
+        if not returned:
+            break
+        fixes += 1
+        reshuffled = rng.shuffled(state.seed, rng.fix_label(number, fixes), rest + returned)
+        replacements = reshuffled[: len(returned)]
+        rest = reshuffled[len(returned) :]
+        floor = tuple(c for c in floor if c not in returned) + replacements
+        events.append(FloorFixed(returned, replacements))
+    return replace(
+        state,
+        hand_number=number,
+        dealer=dealer,
+        to_move=other,
+        deck=rest,
+        hands=(hands[0], hands[1]),
+        floor=floor,
+        captured=((), ()),
+        basras=(0, 0),
+        last_capturer=None,
+        unclaimed=(),
+    )
+
+
+def legal_moves(state: State, work_limit: int = DEFAULT_WORK_LIMIT) -> tuple[Move, ...]:
+    """Return, for each card in the hand of the seat to move, its plans or that it trails."""
+    if state.status is Status.OVER or state.to_move is None:
+        return ()
+    floor = state.floor_mask
+    moves = []
+    for card in state.hands[state.to_move]:
+        plans = plans_for(card, floor, work_limit)
+        moves.append(Move(card, plans, not plans))
+    return tuple(moves)
+
+
+def apply(
+    state: State,
+    action: Action,
+    *,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+    check: bool = True,
+) -> tuple[State, tuple[Event, ...]]:
+    """Apply one action and return the new state and its events; the old state is untouched.
+
+    `check` runs the consistency check on the incoming state; callers that built the state
+    themselves from a checked one (such as replay) may skip it.
+    """
+    if check:
+        check_state(state)
+    if state.status is Status.OVER:
+        raise RuleError(Reason.MATCH_OVER, "The match is over; no more moves can be played.")
+    seat = action.seat
+    if seat not in (0, 1):
+        raise RuleError(
+            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=seat
+        )
+    if seat != state.to_move:
+        raise RuleError(
+            Reason.NOT_YOUR_TURN,
+            f"It is seat {state.to_move}'s turn, not seat {seat}'s.",
+            seat=seat,
+            to_move=str(state.to_move),
+        )
+    card = action.card
+    hand = state.hands[seat]
+    if card not in hand:
+        raise RuleError(
+            Reason.CARD_NOT_IN_HAND,
+            f"Card {code(card)} is not in seat {seat}'s hand.",
+            card=code(card),
+            seat=seat,
+        )
+    plans = plans_for(card, state.floor_mask, work_limit)
+    plan = _choose(action, plans)
+    return _carry_out(state, seat, card, plan)
+
+
+def _choose(action: Action, plans: tuple[Plan, ...]) -> Plan | None:
+    """Return the plan the action selects, None for a trail, or refuse the action."""
+    name = code(action.card)
+    chosen = (action.plan_id is not None) + (action.capture is not None) + bool(action.trail)
+    if chosen > 1:
+        raise RuleError(
+            Reason.INVALID_ACTION,
+            "An action names at most one of a plan id, a capture set or a trail.",
+            card=name,
+        )
+    if action.trail:
+        if plans:
+            raise RuleError(
+                Reason.MUST_CAPTURE,
+                f"Card {name} has a capture, so it cannot be trailed.",
+                card=name,
+                plans=len(plans),
+            )
+        return None
+    if action.plan_id is not None:
+        if 1 <= action.plan_id <= len(plans):
+            return plans[action.plan_id - 1]
+        raise RuleError(
+            Reason.UNKNOWN_PLAN,
+            f"Card {name} has no plan {action.plan_id}; it has {len(plans)}.",
+            card=name,
+            planId=action.plan_id,
+            plans=len(plans),
+        )
+    if action.capture is not None:
+        wanted = mask_of(action.capture)
+        if not action.capture:
+            if plans:
+                raise RuleError(
+                    Reason.MUST_CAPTURE,
+                    f"Card {name} has a capture, so it cannot take nothing.",
+                    card=name,
+                    plans=len(plans),
+                )
+            return None
+        if wanted.bit_count() == len(action.capture):
+            for plan in plans:
+                if plan.mask == wanted:
+                    return plan
+        raise RuleError(
+            Reason.ILLEGAL_CAPTURE,
+            f"Card {name} cannot take exactly those cards; choose one of its {len(plans)} plans.",
+            card=name,
+            capture=" ".join(code(c) for c in action.capture),
+            plans=len(plans),
+        )
+    if len(plans) > 1:
+        raise RuleError(
+            Reason.PLAN_REQUIRED,
+            f"Card {name} has {len(plans)} plans; name one by id or by its cards.",
+            card=name,
+            plans=len(plans),
+        )
+    return plans[0] if plans else None
+
+
+def _carry_out(
+    state: State, seat: int, card: Card, plan: Plan | None
+) -> tuple[State, tuple[Event, ...]]:
+    events: list[Event] = [CardPlayed(seat, card)]
+    hands = list(state.hands)
+    hands[seat] = tuple(c for c in hands[seat] if c != card)
+    captured = list(state.captured)
+    basras = list(state.basras)
+    last_capturer = state.last_capturer
+    if plan is None:
+        floor = (*state.floor, card)
+        events.append(Trailed(seat, card))
+    else:
+        floor = tuple(c for c in state.floor if not plan.mask >> c & 1)
+        captured[seat] = (*captured[seat], card, *plan.cards)
+        last_capturer = seat
+        events.append(Captured(seat, card, plan.id, plan.cards, plan.same_rank, plan.groups))
+        if plan.sweep:
+            events.append(Swept(seat, card, plan.cards))
+        if plan.basra:
+            basras[seat] += 1
+            events.append(BasraScored(seat, card))
+    after = replace(
+        state,
+        seq=state.seq + 1,
+        to_move=1 - seat,
+        hands=(hands[0], hands[1]),
+        floor=floor,
+        captured=(captured[0], captured[1]),
+        basras=(basras[0], basras[1]),
+        last_capturer=last_capturer,
+    )
+    if not after.hands[0] and not after.hands[1]:
+        after = _next_round(after, events)
+    return after, tuple(events)
+
+
+def _next_round(state: State, events: list[Event]) -> State:
+    """Deal the next four cards each, or end and score the hand when the deck is empty."""
+    if state.deck:
+        dealer = state.dealer
+        other = 1 - dealer
+        deck = state.deck
+        hands: list[tuple[Card, ...]] = [(), ()]
+        hands[other] = deck[:HAND_CARDS]
+        hands[dealer] = deck[HAND_CARDS : 2 * HAND_CARDS]
+        events.append(CardsDealt(other, hands[other]))
+        events.append(CardsDealt(dealer, hands[dealer]))
+        return replace(
+            state, deck=deck[2 * HAND_CARDS :], hands=(hands[0], hands[1]), to_move=other
+        )
+    captured = state.captured
+    unclaimed: tuple[Card, ...] = ()
+    if state.floor:
+        events.append(LeftoversAwarded(state.last_capturer, state.floor))
+        if state.last_capturer is None:
+            unclaimed = state.floor
+        else:
+            piles = list(captured)
+            piles[state.last_capturer] = (*piles[state.last_capturer], *state.floor)
+            captured = (piles[0], piles[1])
+    scored = score_hand(
+        state.hand_number,
+        (mask_of(captured[0]), mask_of(captured[1])),
+        state.basras,
+        state.carry,
+        state.totals,
+    )
+    events.append(scored)
+    totals = (scored.seats[0].running_total, scored.seats[1].running_total)
+    ended = replace(
+        state,
+        floor=(),
+        captured=captured,
+        unclaimed=unclaimed,
+        totals=totals,
+        carry=scored.carry_after,
+    )
+    winner = match_winner(totals)
+    if winner is not None:
+        events.append(MatchOver(winner, totals))
+        return replace(ended, status=Status.OVER, winner=winner, to_move=None)
+    return _start_hand(ended, events)

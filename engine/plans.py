@@ -1,0 +1,208 @@
+"""Capture plans (RULES.md section 3): what a played card may take from the floor.
+
+A numeric card of value v takes R, the floor cards of its rank, plus the cards of an
+inclusion-maximal collection of pairwise disjoint groups (2+ other floor cards summing to v).
+A collection is maximal exactly when the floor cards it leaves contain no group, so the
+search below enumerates captured sets U that split into groups and whose complement holds
+no group. Only values matter for that, so results are computed once per (v, count of each
+smaller value) and mapped onto the real cards; both levels are memoised because plan
+generation is the service's hot path and the functions are pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from engine.cards import (
+    JACK_RANK,
+    RANK_MASKS,
+    SEVEN_OF_DIAMONDS,
+    Card,
+    cards_of,
+)
+from engine.errors import Reason, RuleError
+
+MAX_PLANS = 12
+# Work bound (search steps) for one plan generation. Reachable floors need at most a few
+# thousand steps (docs/rules.md gives the argument); crafted floors beyond it are refused.
+DEFAULT_WORK_LIMIT = 200_000
+# 7D sweep gives a Basra only when the floor held at most this many cards.
+SEVEN_D_BASRA_MAX_FLOOR = 10
+
+_QUEEN_KING_MASK = RANK_MASKS[11] | RANK_MASKS[12]
+_SWEEP_KIND = 13  # the played 7D; ranks 0..12 are their own kinds
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One way to play a card that captures: the floor cards taken and how they split."""
+
+    id: int
+    cards: tuple[Card, ...]
+    """Floor cards taken, in canonical order (the played card joins the pile too)."""
+    same_rank: tuple[Card, ...]
+    """Floor cards taken because they have the played card's rank."""
+    groups: tuple[tuple[Card, ...], ...]
+    """Sum groups taken, each in canonical order; one decomposition when several exist."""
+    basra: bool
+    """Whether carrying out this plan scores a Basra."""
+    sweep: bool
+    """Whether this is a J or 7D sweep of the whole floor."""
+    mask: int
+    """Bitmask of `cards`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Abstract:
+    """Plans for one value over abstract positions 0..n-1 of the smaller floor cards."""
+
+    plans: tuple[tuple[int, tuple[int, ...]], ...]  # (U mask, its groups as masks)
+    work: int
+
+
+def plan_kind(card: Card) -> int:
+    """Return the cache kind of a played card: its rank, or a special kind for the 7D."""
+    return _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
+
+
+def plans_for(
+    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+) -> tuple[Plan, ...]:
+    """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
+    plans, work = _plans_cached(plan_kind(card), floor_mask, work_limit)
+    if plans is None:
+        raise RuleError(
+            Reason.STATE_TOO_COMPLEX,
+            f"The floor is too complex to list capture plans within {work_limit} search steps.",
+            work_limit=work_limit,
+            work=work,
+        )
+    return plans
+
+
+def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
+    """Return the search steps that plan generation needs (for benchmarks and docs)."""
+    return _plans_cached(plan_kind(card), floor_mask, work_limit)[1]
+
+
+@lru_cache(maxsize=1 << 16)
+def _plans_cached(kind: int, floor: int, limit: int) -> tuple[tuple[Plan, ...] | None, int]:
+    if not floor:
+        return (), 0
+    if kind in (JACK_RANK, _SWEEP_KIND):
+        everything = cards_of(floor)
+        basra = (
+            kind == _SWEEP_KIND
+            and len(everything) <= SEVEN_D_BASRA_MAX_FLOOR
+            and not floor & _QUEEN_KING_MASK
+        )
+        return (Plan(1, everything, (), (), basra, True, floor),), 0
+    same = floor & RANK_MASKS[kind]
+    if kind > JACK_RANK:
+        if not same:
+            return (), 0
+        return (Plan(1, cards_of(same), cards_of(same), (), same == floor, False, same),), 0
+    value = kind + 1
+    smaller_mask = floor & ((1 << (4 * kind)) - 1)
+    if not smaller_mask:
+        if not same:
+            return (), 0
+        return (Plan(1, cards_of(same), cards_of(same), (), same == floor, False, same),), 0
+    counts = tuple(((smaller_mask >> (4 * r)) & 0b1111).bit_count() for r in range(kind))
+    abstract = _abstract_plans(value, counts, limit)
+    if abstract.work > limit:
+        return None, abstract.work
+    smaller = cards_of(smaller_mask)
+    same_cards = cards_of(same)
+    plans: list[Plan] = []
+    for number, (taken, groups) in enumerate(abstract.plans, start=1):
+        mask = same
+        for pos, card in enumerate(smaller):
+            if taken >> pos & 1:
+                mask |= 1 << card
+        real_groups = tuple(
+            tuple(card for pos, card in enumerate(smaller) if g >> pos & 1) for g in groups
+        )
+        plans.append(
+            Plan(number, cards_of(mask), same_cards, real_groups, mask == floor, False, mask)
+        )
+    if not plans and same:
+        plans.append(Plan(1, same_cards, same_cards, (), same == floor, False, same))
+    return tuple(plans), abstract.work
+
+
+@lru_cache(maxsize=1 << 14)
+def _abstract_plans(value: int, counts: tuple[int, ...], limit: int) -> _Abstract:
+    """Plans over positions of the smaller cards, sorted by value then copy (= canonical)."""
+    values = [v + 1 for v, n in enumerate(counts) for _ in range(n)]
+    n = len(values)
+    work = 0
+
+    # Groups: subsets of 2+ positions summing to `value`, found by a DFS in position order.
+    groups: list[int] = []
+    stack: list[tuple[int, int, int, int]] = [(0, 0, 0, 0)]  # (next pos, mask, sum, size)
+    while stack:
+        start, mask, total, size = stack.pop()
+        work += 1
+        if work > limit:
+            return _Abstract((), work)
+        for pos in range(start, n):
+            t = total + values[pos]
+            if t > value:
+                break  # values ascend, so later positions overshoot too
+            if t == value:
+                if size >= 1:
+                    groups.append(mask | (1 << pos))
+            else:
+                stack.append((pos + 1, mask | (1 << pos), t, size + 1))
+    if not groups:
+        return _Abstract((), work)
+    groups.sort(key=_canonical_key)
+
+    # For pruning: a group whose highest position is p is fully decided once p is decided.
+    by_low: list[list[int]] = [[] for _ in range(n)]
+    by_high: list[list[int]] = [[] for _ in range(n)]
+    for g in groups:
+        by_low[(g & -g).bit_length() - 1].append(g)
+        by_high[g.bit_length() - 1].append(g)
+
+    found: dict[int, tuple[int, ...]] = {}
+    # DFS state: (pos, used, excluded, chosen groups). The lowest undecided position either
+    # starts a group (with undecided partners) or stays on the floor.
+    dfs: list[tuple[int, int, int, tuple[int, ...]]] = [(0, 0, 0, ())]
+    while dfs:
+        pos, used, excluded, chosen = dfs.pop()
+        work += 1
+        if work > limit:
+            return _Abstract((), work)
+        while pos < n and used >> pos & 1:
+            pos += 1
+        if pos == n:
+            if used not in found:
+                found[used] = chosen
+            continue
+        # Pushed in reverse so that groups in canonical order are explored first.
+        bit = 1 << pos
+        new_excluded = excluded | bit
+        if not any(g & new_excluded == g for g in by_high[pos]):
+            dfs.append((pos + 1, used, new_excluded, chosen))
+        for g in reversed(by_low[pos]):
+            if not g & used:
+                dfs.append((pos + 1, used | g, excluded, (*chosen, g)))
+    ordered = sorted(found, key=lambda u: (-u.bit_count(), _positions(u)))[:MAX_PLANS]
+    return _Abstract(tuple((u, found[u]) for u in ordered), work)
+
+
+def _positions(mask: int) -> tuple[int, ...]:
+    return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+
+
+def _canonical_key(mask: int) -> tuple[int, ...]:
+    return _positions(mask)
+
+
+def clear_caches() -> None:
+    """Forget memoised plans (benchmarks use it to measure cold generation)."""
+    _plans_cached.cache_clear()
+    _abstract_plans.cache_clear()

@@ -1,0 +1,74 @@
+"""The portable pseudo-random stream of a match (RULES.md section 6, docs/determinism.md).
+
+Every draw comes from SHA-256 in counter mode over the seed and a label naming its purpose,
+so any language can reproduce a deal from the seed alone and no draw depends on another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+DOMAIN = b"basra-rules/v1"
+MIN_SEED_BYTES = 1
+MAX_SEED_BYTES = 64
+
+
+def _words(seed: bytes, label: str) -> Iterator[int]:
+    """Yield the stream as unsigned 32-bit big-endian words, block after block."""
+    label_bytes = label.encode("ascii")
+    prefix = (
+        DOMAIN
+        + len(seed).to_bytes(4, "big")
+        + seed
+        + len(label_bytes).to_bytes(4, "big")
+        + label_bytes
+    )
+    counter = 0
+    while True:
+        block = hashlib.sha256(prefix + counter.to_bytes(8, "big")).digest()
+        for i in range(0, 32, 4):
+            yield int.from_bytes(block[i : i + 4], "big")
+        counter += 1
+
+
+def _below(words: Iterator[int], n: int) -> int:
+    """Draw an unbiased integer in [0, n) by rejection sampling."""
+    limit = (1 << 32) - (1 << 32) % n
+    while True:
+        word = next(words)
+        if word < limit:
+            return word % n
+
+
+def shuffled(seed: bytes, label: str, items: Sequence[T]) -> tuple[T, ...]:
+    """Return `items` in the order of a Fisher-Yates shuffle driven by the labelled stream."""
+    out = list(items)
+    words = _words(seed, label)
+    for i in range(len(out) - 1, 0, -1):
+        j = _below(words, i + 1)
+        out[i], out[j] = out[j], out[i]
+    return tuple(out)
+
+
+def first_dealer(seed: bytes) -> int:
+    """Return the seat (0 or 1) that deals the first hand."""
+    return _below(_words(seed, "first-dealer"), 2)
+
+
+def deck_label(hand_number: int) -> str:
+    """Label of the shuffle of a hand's full deck."""
+    return f"hand/{hand_number}/deck"
+
+
+def fix_label(hand_number: int, fix_number: int) -> str:
+    """Label of the reshuffle made by the n-th floor fix (1-based) of a hand."""
+    return f"hand/{hand_number}/fix/{fix_number}"
+
+
+def commitment(seed: bytes) -> bytes:
+    """Return the public commitment to a seed: its SHA-256 digest."""
+    return hashlib.sha256(seed).digest()

@@ -1,0 +1,71 @@
+"""Scoring of a finished hand (RULES.md section 4) and the end of the match (section 5)."""
+
+from __future__ import annotations
+
+from engine.cards import ACES_MASK, JACKS_MASK, TEN_OF_DIAMONDS, TWO_OF_CLUBS
+from engine.events import HandScored, SeatScore
+from engine.state import TARGET
+
+MAJORITY_CARDS = 27
+TIE_CARDS = 26
+MAJORITY_POINTS = 30
+BASRA_POINTS = 10
+TWO_OF_CLUBS_POINTS = 2
+TEN_OF_DIAMONDS_POINTS = 3
+
+
+def score_hand(
+    hand_number: int,
+    piles: tuple[int, int],
+    basras: tuple[int, int],
+    carry: int,
+    totals: tuple[int, int],
+) -> HandScored:
+    """Score a finished hand from the two piles (bitmasks), Basra counts, carry and totals."""
+    counts = (piles[0].bit_count(), piles[1].bit_count())
+    majority_seat = next((s for s in (0, 1) if counts[s] >= MAJORITY_CARDS), None)
+    if majority_seat is not None:
+        carry_after = 0
+    elif counts == (TIE_CARDS, TIE_CARDS):
+        carry_after = carry + MAJORITY_POINTS
+    else:
+        carry_after = carry  # nobody reached 27 because leftovers belonged to nobody
+    seats: list[SeatScore] = []
+    for seat in (0, 1):
+        pile = piles[seat]
+        majority = MAJORITY_POINTS + carry if seat == majority_seat else 0
+        jacks = (pile & JACKS_MASK).bit_count()
+        aces = (pile & ACES_MASK).bit_count()
+        two = TWO_OF_CLUBS_POINTS if pile >> TWO_OF_CLUBS & 1 else 0
+        ten = TEN_OF_DIAMONDS_POINTS if pile >> TEN_OF_DIAMONDS & 1 else 0
+        basra_points = BASRA_POINTS * basras[seat]
+        hand_total = majority + jacks + aces + two + ten + basra_points
+        seats.append(
+            SeatScore(
+                cards=counts[seat],
+                majority=majority,
+                jacks=jacks,
+                aces=aces,
+                two_of_clubs=two,
+                ten_of_diamonds=ten,
+                basras=basras[seat],
+                basra_points=basra_points,
+                hand_total=hand_total,
+                running_total=totals[seat] + hand_total,
+            )
+        )
+    return HandScored(hand_number, (seats[0], seats[1]), carry, carry_after)
+
+
+def match_winner(totals: tuple[int, int]) -> int | None:
+    """Return the winning seat after a complete hand, or None if another hand is played."""
+    over = [totals[0] >= TARGET, totals[1] >= TARGET]
+    if over[0] and over[1]:
+        if totals[0] == totals[1]:
+            return None
+        return 0 if totals[0] > totals[1] else 1
+    if over[0]:
+        return 0
+    if over[1]:
+        return 1
+    return None

@@ -1,0 +1,156 @@
+"""Consistency check of a state received from outside; the first problem found is named."""
+
+from __future__ import annotations
+
+from engine import rng
+from engine.cards import DECK_SIZE, FULL_MASK, JACK_RANK, SEVEN_OF_DIAMONDS, code
+from engine.errors import Reason, RuleError
+from engine.scoring import MAJORITY_POINTS, match_winner
+from engine.state import (
+    DECK_AFTER_DEAL,
+    HAND_CARDS,
+    MAX_LABEL_CHARS,
+    PLAYS_PER_HAND,
+    State,
+    Status,
+)
+
+MAX_HAND_NUMBER = 100_000
+# Points one hand can add to both totals and the carry together: the majority (30), every
+# J, A, the 2C and 10D (13), and a Basra on every one of the 48 plays.
+MAX_POINTS_PER_HAND = MAJORITY_POINTS + 13 + 10 * PLAYS_PER_HAND
+
+
+def _bad(problem: str, **details: str | int) -> RuleError:
+    return RuleError(Reason.INVALID_STATE, f"The state is inconsistent: {problem}.", **details)
+
+
+def _is_int(x: object) -> bool:
+    return type(x) is int
+
+
+def check_state(state: State) -> None:
+    """Raise INVALID_STATE naming the first inconsistency of `state`; return None if sound."""
+    seed = state.seed
+    if not isinstance(seed, bytes) or not rng.MIN_SEED_BYTES <= len(seed) <= rng.MAX_SEED_BYTES:
+        raise _bad(f"the seed must be {rng.MIN_SEED_BYTES} to {rng.MAX_SEED_BYTES} bytes")
+    if not isinstance(state.status, Status):
+        raise _bad("the status is unknown")
+    if not _is_int(state.hand_number) or not 1 <= state.hand_number <= MAX_HAND_NUMBER:
+        raise _bad(f"the hand number must be 1 to {MAX_HAND_NUMBER}", field="hand_number")
+    if not _is_int(state.dealer) or state.dealer not in (0, 1):
+        raise _bad("the dealer must be seat 0 or 1", field="dealer")
+    expected_dealer = rng.first_dealer(seed) ^ ((state.hand_number - 1) & 1)
+    if state.dealer != expected_dealer:
+        raise _bad(
+            f"seat {expected_dealer} deals hand {state.hand_number} of this seed",
+            field="dealer",
+        )
+    for seat, label in enumerate(state.labels):
+        if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS or not label.isprintable():
+            raise _bad(
+                f"the label of seat {seat} is not printable text of at most {MAX_LABEL_CHARS}"
+            )
+    _check_cards(state)
+    _check_counts(state)
+    if state.status is Status.IN_PROGRESS:
+        _check_in_progress(state)
+    else:
+        _check_over(state)
+
+
+def _check_cards(state: State) -> None:
+    seen = 0
+    zones = (
+        ("deck", state.deck),
+        ("hand of seat 0", state.hands[0]),
+        ("hand of seat 1", state.hands[1]),
+        ("floor", state.floor),
+        ("pile of seat 0", state.captured[0]),
+        ("pile of seat 1", state.captured[1]),
+        ("unclaimed leftovers", state.unclaimed),
+    )
+    for name, cards in zones:
+        for card in cards:
+            if not _is_int(card) or not 0 <= card < DECK_SIZE:
+                raise _bad(f"the {name} holds something that is not a card", zone=name)
+            bit = 1 << card
+            if seen & bit:
+                raise _bad(f"card {code(card)} appears twice", card=code(card), zone=name)
+            seen |= bit
+    if seen != FULL_MASK:
+        missing = next(c for c in range(DECK_SIZE) if not seen >> c & 1)
+        raise _bad(f"card {code(missing)} is missing", card=code(missing))
+
+
+def _check_counts(state: State) -> None:
+    for field, pair in (("totals", state.totals), ("basras", state.basras)):
+        if len(pair) != 2 or not all(_is_int(x) and x >= 0 for x in pair):
+            raise _bad(f"{field} must be two non-negative integers", field=field)
+    carry = state.carry
+    if not _is_int(carry) or carry < 0 or carry % MAJORITY_POINTS:
+        raise _bad("the carry must be a non-negative multiple of 30", field="carry")
+    finished_hands = state.hand_number - (1 if state.status is Status.IN_PROGRESS else 0)
+    if carry > MAJORITY_POINTS * finished_hands:
+        raise _bad("the carry is larger than the hands played allow", field="carry")
+    if sum(state.totals) + carry > MAX_POINTS_PER_HAND * finished_hands:
+        raise _bad("the totals are larger than the hands played allow", field="totals")
+    for seat in (0, 1):
+        if 2 * state.basras[seat] > len(state.captured[seat]):
+            raise _bad(f"seat {seat} has more Basras than its pile allows", seat=seat)
+    if not _is_int(state.seq) or state.seq < 0:
+        raise _bad("the sequence number must be a non-negative integer", field="seq")
+    last = state.last_capturer
+    if last is not None and (not _is_int(last) or last not in (0, 1)):
+        raise _bad("the last capturer must be seat 0, seat 1 or nobody", field="last_capturer")
+    piles = (len(state.captured[0]), len(state.captured[1]))
+    if last is None and (piles[0] or piles[1]):
+        raise _bad("cards were captured but there is no last capturer", field="last_capturer")
+    if last is not None and not piles[last]:
+        raise _bad(f"seat {last} is the last capturer but its pile is empty", field="last_capturer")
+
+
+def _check_in_progress(state: State) -> None:
+    if state.winner is not None:
+        raise _bad("a match in progress has no winner", field="winner")
+    if state.unclaimed:
+        raise _bad("unclaimed leftovers exist only once the match is over", field="unclaimed")
+    if match_winner(state.totals) is not None:
+        raise _bad("the totals already decide the match", field="totals")
+    deck = len(state.deck)
+    if deck > DECK_AFTER_DEAL or deck % (2 * HAND_CARDS):
+        raise _bad(f"{deck} undealt cards is not a whole number of rounds", field="deck")
+    dealer = state.dealer
+    held = (len(state.hands[1 - dealer]), len(state.hands[dealer]))  # (non-dealer, dealer)
+    if held[0] == held[1] and 1 <= held[0] <= HAND_CARDS:
+        expected = 1 - dealer
+    elif held[1] == held[0] + 1 and held[1] <= HAND_CARDS:
+        expected = dealer
+    else:
+        raise _bad(
+            f"hands of {held[0]} (non-dealer) and {held[1]} (dealer) cards cannot occur",
+            field="hands",
+        )
+    if state.to_move != expected:
+        raise _bad(f"seat {expected} is the one to move", field="to_move")
+    plays = state.plays_in_hand
+    if state.seq != PLAYS_PER_HAND * (state.hand_number - 1) + plays:
+        raise _bad(
+            f"the sequence number must be {PLAYS_PER_HAND * (state.hand_number - 1) + plays}",
+            field="seq",
+        )
+    if plays == 0 and any(c == SEVEN_OF_DIAMONDS or c >> 2 == JACK_RANK for c in state.floor):
+        raise _bad("a freshly dealt floor holds no J and no 7D", field="floor")
+
+
+def _check_over(state: State) -> None:
+    if state.deck or state.hands[0] or state.hands[1] or state.floor:
+        raise _bad("a finished match has no cards in the deck, the hands or the floor")
+    if state.to_move is not None:
+        raise _bad("nobody moves in a finished match", field="to_move")
+    if state.winner != match_winner(state.totals) or state.winner is None:
+        raise _bad("the winner does not follow from the totals", field="winner")
+    if state.seq != PLAYS_PER_HAND * state.hand_number:
+        raise _bad(f"the sequence number must be {PLAYS_PER_HAND * state.hand_number}", field="seq")
+    if state.unclaimed and (state.captured[0] or state.captured[1]):
+        raise _bad("leftovers belong to nobody only if nobody captured", field="unclaimed")

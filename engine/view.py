@@ -1,0 +1,96 @@
+"""What one seat may see: its own hand, public counts and its legal moves, nothing hidden."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine import rng
+from engine.cards import Card
+from engine.errors import Reason, RuleError
+from engine.events import CardsDealt, Event
+from engine.match import Move, legal_moves
+from engine.plans import DEFAULT_WORK_LIMIT
+from engine.state import State, Status
+
+
+@dataclass(frozen=True, slots=True)
+class SeatView:
+    """One seat's observation of a match."""
+
+    seat: int
+    seq: int
+    hand_number: int
+    round_number: int
+    dealer: int
+    to_move: int | None
+    hand: tuple[Card, ...]
+    opponent_hand_size: int
+    floor: tuple[Card, ...]
+    deck_size: int
+    captured_counts: tuple[int, int]
+    basras: tuple[int, int]
+    totals: tuple[int, int]
+    carry: int
+    status: Status
+    winner: int | None
+    labels: tuple[str, str]
+    legal_moves: tuple[Move, ...]
+    """The seat's own legal moves when it is to move, otherwise empty."""
+    seed_commitment: bytes
+    """SHA-256 of the seed, fixed from the first deal so the seed can be checked later."""
+    seed: bytes | None
+    """The seed itself, revealed only once the match is over."""
+
+
+def _check_seat(seat: int) -> None:
+    if type(seat) is not int or seat not in (0, 1):
+        raise RuleError(
+            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
+        )
+
+
+def seat_view(state: State, seat: int, work_limit: int = DEFAULT_WORK_LIMIT) -> SeatView:
+    """Return what `seat` may see of `state`."""
+    _check_seat(seat)
+    over = state.status is Status.OVER
+    return SeatView(
+        seat=seat,
+        seq=state.seq,
+        hand_number=state.hand_number,
+        round_number=state.round_number,
+        dealer=state.dealer,
+        to_move=state.to_move,
+        hand=state.hands[seat],
+        opponent_hand_size=len(state.hands[1 - seat]),
+        floor=state.floor,
+        deck_size=len(state.deck),
+        captured_counts=(len(state.captured[0]), len(state.captured[1])),
+        basras=state.basras,
+        totals=state.totals,
+        carry=state.carry,
+        status=state.status,
+        winner=state.winner,
+        labels=state.labels,
+        legal_moves=legal_moves(state, work_limit) if state.to_move == seat else (),
+        seed_commitment=rng.commitment(state.seed),
+        seed=state.seed if over else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HiddenDeal:
+    """Cards dealt to the other seat, as a seat sees them: only how many."""
+
+    seat: int
+    count: int
+
+
+def seat_events(events: tuple[Event, ...], seat: int) -> tuple[Event | HiddenDeal, ...]:
+    """Return the events as `seat` may see them: the other seat's dealt cards become a count."""
+    _check_seat(seat)
+    return tuple(
+        HiddenDeal(e.seat, len(e.cards))
+        if isinstance(e, CardsDealt) and e.seat is not None and e.seat != seat
+        else e
+        for e in events
+    )
