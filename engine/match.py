@@ -58,7 +58,7 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
         if len(label) > MAX_LABEL_CHARS or not label.isprintable():
             raise RuleError(
                 Reason.INVALID_ACTION,
-                f"The label of seat {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
+                f"Label {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
                 seat=seat,
             )
     dealer = rng.first_dealer(seed)
