@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.cards import (
+    FULL_MASK,
     JACK_RANK,
     RANK_MASKS,
     SEVEN_OF_DIAMONDS,
@@ -26,7 +27,7 @@ from engine.errors import Reason, RuleError
 MAX_PLANS = 12
 # Work bound (search steps) for one plan generation. Reachable floors need at most a few
 # thousand steps (docs/rules.md gives the argument); crafted floors beyond it are refused.
-DEFAULT_WORK_LIMIT = 200_000
+DEFAULT_WORK_LIMIT = 20_000
 # 7D sweep gives a Basra only when the floor held at most this many cards.
 SEVEN_D_BASRA_MAX_FLOOR = 10
 
@@ -61,8 +62,24 @@ class _Abstract:
     work: int
 
 
+# Floor cards that can change the plans of each kind: for a numeric card its rank and the
+# smaller ranks (larger values can never join a sum), for Q/K their rank, for J/7D everything.
+# Keying the memo on them alone lets floors that differ elsewhere share one result.
+_RELEVANT: tuple[int, ...] = (
+    *((1 << (4 * r + 4)) - 1 for r in range(JACK_RANK)),
+    FULL_MASK,
+    RANK_MASKS[11],
+    RANK_MASKS[12],
+    FULL_MASK,
+)
+
+
+# Chosen groups as an immutable linked list (newest first): pushing a DFS branch is O(1).
+_Chain = tuple[int, "_Chain"] | None
+
+
 def plan_kind(card: Card) -> int:
-    """Return the cache kind of a played card: its rank, or a special kind for the 7D."""
+    """Return the memo kind of a played card: its rank, or a kind of its own for the 7D."""
     return _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
 
 
@@ -70,7 +87,9 @@ def plans_for(
     card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
 ) -> tuple[Plan, ...]:
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
-    plans, work = _plans_cached(plan_kind(card), floor_mask, work_limit)
+    kind = _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
+    relevant = floor_mask & _RELEVANT[kind]
+    plans, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
     if plans is None:
         raise RuleError(
             Reason.STATE_TOO_COMPLEX,
@@ -83,11 +102,16 @@ def plans_for(
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
-    return _plans_cached(plan_kind(card), floor_mask, work_limit)[1]
+    kind = plan_kind(card)
+    relevant = floor_mask & _RELEVANT[kind]
+    return _plans_cached(kind, relevant, relevant != floor_mask, work_limit)[1]
 
 
 @lru_cache(maxsize=1 << 16)
-def _plans_cached(kind: int, floor: int, limit: int) -> tuple[tuple[Plan, ...] | None, int]:
+def _plans_cached(
+    kind: int, floor: int, others: bool, limit: int
+) -> tuple[tuple[Plan, ...] | None, int]:
+    """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there."""
     if not floor:
         return (), 0
     if kind in (JACK_RANK, _SWEEP_KIND):
@@ -99,22 +123,24 @@ def _plans_cached(kind: int, floor: int, limit: int) -> tuple[tuple[Plan, ...] |
         )
         return (Plan(1, everything, (), (), basra, True, floor),), 0
     same = floor & RANK_MASKS[kind]
+    same_cards = cards_of(same)
     if kind > JACK_RANK:
         if not same:
             return (), 0
-        return (Plan(1, cards_of(same), cards_of(same), (), same == floor, False, same),), 0
-    value = kind + 1
+        return (Plan(1, same_cards, same_cards, (), not others, False, same),), 0
     smaller_mask = floor & ((1 << (4 * kind)) - 1)
-    if not smaller_mask:
+    abstract = _NO_GROUPS
+    if smaller_mask:
+        counts = tuple(((smaller_mask >> (4 * r)) & 0b1111).bit_count() for r in range(kind))
+        abstract = _abstract_plans(kind + 1, counts, limit)
+        if abstract.work > limit:
+            return None, abstract.work
+    if not abstract.plans:
         if not same:
-            return (), 0
-        return (Plan(1, cards_of(same), cards_of(same), (), same == floor, False, same),), 0
-    counts = tuple(((smaller_mask >> (4 * r)) & 0b1111).bit_count() for r in range(kind))
-    abstract = _abstract_plans(value, counts, limit)
-    if abstract.work > limit:
-        return None, abstract.work
+            return (), abstract.work
+        basra = same == floor and not others
+        return (Plan(1, same_cards, same_cards, (), basra, False, same),), abstract.work
     smaller = cards_of(smaller_mask)
-    same_cards = cards_of(same)
     plans: list[Plan] = []
     for number, (taken, groups) in enumerate(abstract.plans, start=1):
         mask = same
@@ -124,11 +150,8 @@ def _plans_cached(kind: int, floor: int, limit: int) -> tuple[tuple[Plan, ...] |
         real_groups = tuple(
             tuple(card for pos, card in enumerate(smaller) if g >> pos & 1) for g in groups
         )
-        plans.append(
-            Plan(number, cards_of(mask), same_cards, real_groups, mask == floor, False, mask)
-        )
-    if not plans and same:
-        plans.append(Plan(1, same_cards, same_cards, (), same == floor, False, same))
+        basra = mask == floor and not others
+        plans.append(Plan(number, cards_of(mask), same_cards, real_groups, basra, False, mask))
     return tuple(plans), abstract.work
 
 
@@ -167,12 +190,15 @@ def _abstract_plans(value: int, counts: tuple[int, ...], limit: int) -> _Abstrac
         by_low[(g & -g).bit_length() - 1].append(g)
         by_high[g.bit_length() - 1].append(g)
 
-    found: dict[int, tuple[int, ...]] = {}
-    # DFS state: (pos, used, excluded, chosen groups). The lowest undecided position either
-    # starts a group (with undecided partners) or stays on the floor.
-    dfs: list[tuple[int, int, int, tuple[int, ...]]] = [(0, 0, 0, ())]
+    # DFS state: (pos, used, excluded, chosen groups as a linked list). The lowest undecided
+    # position either starts a group with undecided partners or stays on the floor; a branch
+    # dies as soon as the cards left on the floor contain a whole group (not maximal).
+    found: dict[int, _Chain] = {}
+    dfs: list[tuple[int, int, int, _Chain]] = [(0, 0, 0, None)]
+    pop = dfs.pop
+    push = dfs.append
     while dfs:
-        pos, used, excluded, chosen = dfs.pop()
+        pos, used, excluded, chosen = pop()
         work += 1
         if work > limit:
             return _Abstract((), work)
@@ -182,16 +208,29 @@ def _abstract_plans(value: int, counts: tuple[int, ...], limit: int) -> _Abstrac
             if used not in found:
                 found[used] = chosen
             continue
+        new_excluded = excluded | (1 << pos)
+        for g in by_high[pos]:
+            if g & new_excluded == g:
+                break
+        else:
+            push((pos + 1, used, new_excluded, chosen))
         # Pushed in reverse so that groups in canonical order are explored first.
-        bit = 1 << pos
-        new_excluded = excluded | bit
-        if not any(g & new_excluded == g for g in by_high[pos]):
-            dfs.append((pos + 1, used, new_excluded, chosen))
         for g in reversed(by_low[pos]):
             if not g & used:
-                dfs.append((pos + 1, used | g, excluded, (*chosen, g)))
+                push((pos + 1, used | g, excluded, (g, chosen)))
     ordered = sorted(found, key=lambda u: (-u.bit_count(), _positions(u)))[:MAX_PLANS]
-    return _Abstract(tuple((u, found[u]) for u in ordered), work)
+    return _Abstract(tuple((u, _unchain(found[u])) for u in ordered), work)
+
+
+_NO_GROUPS = _Abstract((), 0)
+
+
+def _unchain(chain: _Chain) -> tuple[int, ...]:
+    out: list[int] = []
+    while chain is not None:
+        out.append(chain[0])
+        chain = chain[1]
+    return tuple(reversed(out))
 
 
 def _positions(mask: int) -> tuple[int, ...]:
