@@ -73,7 +73,8 @@ def test_score_vector_engine(case: dict[str, Any] | None) -> None:
     case = _require(case, "scores.json")
     piles = (_mask(case["captured"][0]), _mask(case["captured"][1]))
     totals = (7, 11)
-    scored = score_hand(3, piles, tuple(case["basras"]), case["carry"], totals)  # type: ignore[arg-type]
+    basras = (case["basras"][0], case["basras"][1])
+    scored = score_hand(3, piles, basras, case["carry"], totals)
     assert [s.hand_total for s in scored.seats] == case["points"]
     assert [s.running_total for s in scored.seats] == [
         totals[0] + case["points"][0],
