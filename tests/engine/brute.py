@@ -70,7 +70,8 @@ class BrutePlan:
 
 def sum_groups(value: int, others: list[str]) -> list[frozenset[str]]:
     """Return every set of 2 or more cards of `others` whose numeric values add up to `value`."""
-    numeric = [c for c in others if value_of(c) is not None]
+    # A group has 2+ cards of value 1 or more, so a card worth `value` or more never joins one.
+    numeric = [c for c in others if (value_of(c) or value) < value]
     found: list[frozenset[str]] = []
     for size in range(2, len(numeric) + 1):
         for combo in combinations(numeric, size):
@@ -143,6 +144,24 @@ def plans(card: str, floor: list[str]) -> list[BrutePlan]:
         return [BrutePlan(tuple(canonical(same)), len(same) == len(floor), False)]
     taken = sorted(numeric_plans(card, floor), key=order_key)[:MAX_OFFERED]
     return [BrutePlan(tuple(canonical(list(t))), len(t) == len(floor), False) for t in taken]
+
+
+def check_plan_parts(
+    card: str, floor: list[str], cards: list[str], same_rank: list[str], groups: list[list[str]]
+) -> None:
+    """Assert that a numeric plan's parts are sound: R, disjoint groups summing to the value."""
+    value = value_of(card)
+    assert value is not None
+    assert canonical(same_rank) == canonical([c for c in floor if rank_of(c) == rank_of(card)])
+    seen = set(same_rank)
+    for group in groups:
+        assert len(group) >= 2
+        assert sum(value_of(c) or 100 for c in group) == value
+        assert not seen & set(group), "groups overlap each other or the same-rank cards"
+        seen |= set(group)
+    assert seen == set(cards)
+    left = [c for c in floor if c not in seen and rank_of(c) != rank_of(card)]
+    assert not sum_groups(value, left), "a further group could be added: not maximal"
 
 
 def all_maximal_captured_sets(card: str, floor: list[str]) -> list[frozenset[str]]:

@@ -1,0 +1,86 @@
+"""The engine's capture plans against the independent brute force on many random floors."""
+
+from __future__ import annotations
+
+import random
+
+import brute
+import pytest
+
+from engine import code, codes, plans_for
+
+FLOORS_PER_SHARD = 60
+SHARDS = 8
+
+
+def _floor_mask(cards: list[int]) -> int:
+    mask = 0
+    for c in cards:
+        mask |= 1 << c
+    return mask
+
+
+def test_card_indices_agree_with_brute_force() -> None:
+    """Both sides name the 52 cards alike, so comparing codes compares the same cards."""
+    assert [code(i) for i in range(52)] == brute.ALL_CODES
+    assert [brute.index_of(c) for c in brute.ALL_CODES] == list(range(52))
+
+
+def compare(card: int, floor: list[int]) -> int:
+    """Assert engine == brute force for one card on one floor; return the number of plans."""
+    floor_codes = codes(floor)
+    expected = brute.plans(code(card), floor_codes)
+    offered = plans_for(card, _floor_mask(floor))
+    context = f"{code(card)} on {floor_codes}"
+    assert [codes(p.cards) for p in offered] == [list(p.cards) for p in expected], context
+    assert [p.id for p in offered] == list(range(1, len(expected) + 1)), context
+    assert [p.basra for p in offered] == [p.basra for p in expected], context
+    assert [p.sweep for p in offered] == [p.sweep for p in expected], context
+    assert len(offered) <= brute.MAX_OFFERED
+    if brute.value_of(code(card)) is not None and code(card) != "7D":
+        for plan in offered:
+            brute.check_plan_parts(
+                code(card),
+                floor_codes,
+                codes(plan.cards),
+                codes(plan.same_rank),
+                [codes(g) for g in plan.groups],
+            )
+    return len(offered)
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_engine_plans_equal_brute_force_on_random_floors(shard: int) -> None:
+    """Random floors of 0..12 cards, every card not on the floor played on each."""
+    rng = random.Random(f"brute-vs-engine/{shard}")
+    cases = 0
+    for _ in range(FLOORS_PER_SHARD):
+        floor = rng.sample(range(52), rng.randint(0, 12))
+        for card in range(52):
+            if card not in floor:
+                compare(card, floor)
+                cases += 1
+    assert cases > 2000
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_engine_plans_equal_brute_force_on_small_numeric_floors(shard: int) -> None:
+    """Floors of only A..6 make many overlapping groups: the hard part of plan generation."""
+    rng = random.Random(f"brute-vs-engine-small/{shard}")
+    small = list(range(24))
+    most = 0
+    for _ in range(FLOORS_PER_SHARD // 2):
+        floor = rng.sample(small, rng.randint(2, 10))
+        for card in range(52):
+            if card not in floor:
+                most = max(most, compare(card, floor))
+    assert most > 1, "these floors must exercise choices between plans"
+
+
+def test_cap_keeps_the_first_twelve_plans_in_order() -> None:
+    """A floor with more than 12 maximal captured sets offers exactly the first 12 of them."""
+    floor = ["AC", "AD", "AH", "2C", "2D", "3C", "3D", "4C", "4D", "5C", "6C"]
+    every = brute.all_maximal_captured_sets("7H", floor)
+    assert len(every) > brute.MAX_OFFERED
+    offered = plans_for(brute.index_of("7H"), _floor_mask([brute.index_of(c) for c in floor]))
+    assert [set(codes(p.cards)) for p in offered] == [set(s) for s in every[:12]]
