@@ -27,7 +27,7 @@ from engine.errors import Reason, RuleError
 MAX_PLANS = 12
 # Work bound (search steps) for one plan generation. Reachable floors need at most a few
 # thousand steps (docs/rules.md gives the argument); crafted floors beyond it are refused.
-DEFAULT_WORK_LIMIT = 20_000
+DEFAULT_WORK_LIMIT = 10_000
 # 7D sweep gives a Basra only when the floor held at most this many cards.
 SEVEN_D_BASRA_MAX_FLOOR = 10
 

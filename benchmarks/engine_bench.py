@@ -1,0 +1,185 @@
+"""Engine speed benchmark: plan generation, legal moves, apply, crafted worst cases.
+
+Run from the repository root, pinned to one core:
+    taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --hands 10000
+
+Floors come from simulated hands with random legal choices. Every figure is the median (and
+tail) of per-call timings with time.perf_counter_ns, timer overhead included. Memoised plans
+are cleared before each measured pass, so "cold" passes start from an empty memo, as a fresh
+worker would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine import (  # noqa: E402
+    Action,
+    RuleError,
+    State,
+    Status,
+    apply,
+    legal_moves,
+    new_match,
+    plans_for,
+)
+from engine.cards import NUMERIC_MASK, code, codes, mask_of  # noqa: E402
+from engine.plans import clear_caches, plan_work  # noqa: E402
+from tests.engine import brute  # noqa: E402
+
+T = TypeVar("T")
+
+
+def simulate(hands: int, seed: int) -> tuple[list[tuple[int, int]], list[tuple[State, Action]], list[State]]:
+    """Play random legal matches until `hands` hands are done; collect what the benchmark times."""
+    rnd = random.Random(seed)
+    plan_samples: list[tuple[int, int]] = []
+    applies: list[tuple[State, Action]] = []
+    four_card: list[State] = []
+    done = 0
+    match = 0
+    while done < hands:
+        state, _ = new_match(f"bench-{seed}-{match}".encode())
+        match += 1
+        while state.status is Status.IN_PROGRESS and done < hands:
+            assert state.to_move is not None
+            floor = state.floor_mask
+            hand = state.hands[state.to_move]
+            plan_samples.extend((card, floor) for card in hand)
+            if len(hand) == 4:
+                four_card.append(state)
+            move = rnd.choice(legal_moves(state))
+            plan_id = rnd.randint(1, len(move.plans)) if len(move.plans) > 1 else None
+            action = Action(state.to_move, move.card, plan_id=plan_id)
+            applies.append((state, action))
+            before = state.hand_number
+            state, _ = apply(state, action)
+            if state.hand_number != before or state.status is Status.OVER:
+                done += 1
+    return plan_samples, applies, four_card
+
+
+def timings(items: Sequence[T], call: Callable[[T], object]) -> list[int]:
+    """Time `call` on each item, in order; return nanoseconds per call."""
+    clock = time.perf_counter_ns
+    out = []
+    for item in items:
+        start = clock()
+        call(item)
+        out.append(clock() - start)
+    return out
+
+
+def summary(ns: list[int]) -> dict[str, float]:
+    """Median, 90th and 99th percentile, max and mean, in microseconds."""
+    ordered = sorted(ns)
+    n = len(ordered)
+    return {
+        "n": n,
+        "median": ordered[n // 2] / 1000,
+        "p90": ordered[int(n * 0.90)] / 1000,
+        "p99": ordered[int(n * 0.99)] / 1000,
+        "max": ordered[-1] / 1000,
+        "mean": statistics.fmean(ordered) / 1000,
+    }
+
+
+def row(name: str, s: dict[str, float]) -> str:
+    """One markdown table row."""
+    return (
+        f"| {name} | {int(s['n'])} | {s['median']:.2f} | {s['p90']:.2f} | {s['p99']:.2f} "
+        f"| {s['max']:.1f} | {s['mean']:.2f} |"
+    )
+
+
+def crafted_floors(rnd: random.Random) -> list[tuple[str, int, int]]:
+    """Worst cases: floors of 16 to 40 numeric cards, with the played cards that stress them."""
+    cases: list[tuple[str, int, int]] = []
+    for size in (16, 20, 24, 28, 32, 36, 40):
+        for trial in range(6):
+            floor = rnd.sample(range(40), size)
+            mask = mask_of(floor)
+            free = [c for c in range(40) if not mask >> c & 1 and c >> 2 >= 2]
+            for played in sorted(free, reverse=True)[:4] or [40]:
+                cases.append((f"random {size}", played, mask))
+        low = [c for c in range(4 * (size // 4 + 1)) if c < 36][:size]
+        for played in (39, 35):
+            cases.append((f"lowest {size}", played, mask_of(low) & NUMERIC_MASK))
+    return cases
+
+
+def main() -> int:
+    """Run the benchmark and print markdown rows for BENCHMARKS.md."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hands", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--brute-samples", type=int, default=20_000)
+    args = parser.parse_args()
+
+    began = time.perf_counter()
+    samples, applies, four_card = simulate(args.hands, args.seed)
+    sim_seconds = time.perf_counter() - began
+    floors = [mask.bit_count() for _, mask in samples]
+    print(f"# python {platform.python_version()} on {platform.machine()}, {args.hands} hands")
+    print(
+        f"# simulated in {sim_seconds:.1f} s: {len(samples)} plan generations, "
+        f"{len(applies)} applies; floor size median {statistics.median(floors)}, "
+        f"90th {sorted(floors)[int(len(floors) * 0.9)]}, max {max(floors)}"
+    )
+    print(f"# max plan-search work on simulated floors: {max(plan_work(c, f) for c, f in samples)}")
+    print("| measure | calls | median µs | p90 µs | p99 µs | max µs | mean µs |")
+    print("|---|---|---|---|---|---|---|")
+
+    clear_caches()
+    cold = summary(timings(samples, lambda s: plans_for(s[0], s[1])))
+    print(row("plan generation, one card, all simulated floors, from an empty memo", cold))
+    warm = summary(timings(samples, lambda s: plans_for(s[0], s[1])))
+    print(row("plan generation, one card, second pass (memo warm)", warm))
+
+    rnd = random.Random(args.seed)
+    subset = rnd.sample(samples, min(args.brute_samples, len(samples)))
+    texts = [(code(c), codes(c2 for c2 in range(52) if f >> c2 & 1)) for c, f in subset]
+    clear_caches()
+    engine_subset = summary(timings(subset, lambda s: plans_for(s[0], s[1])))
+    brute_subset = summary(timings(texts, lambda t: brute.plans(t[0], t[1])))
+    print(row("plan generation on a random subset, engine from an empty memo", engine_subset))
+    print(row("same subset, brute-force enumerator of the tests", brute_subset))
+    print(
+        f"# brute/engine ratio on the same floors: median {brute_subset['median'] / engine_subset['median']:.1f}x, "
+        f"mean {brute_subset['mean'] / engine_subset['mean']:.1f}x"
+    )
+
+    clear_caches()
+    four = four_card[: 20_000]
+    print(row("legal moves, 4-card hand, from an empty memo", summary(timings(four, legal_moves))))
+    some = applies[:: max(1, len(applies) // 50_000)]
+    clear_caches()
+    print(row("apply one action, state check included", summary(timings(some, lambda p: apply(*p)))))
+
+    worst: list[int] = []
+    refused = 0
+    for _name, played, mask in crafted_floors(random.Random(args.seed)):
+        clear_caches()
+        start = time.perf_counter_ns()
+        try:
+            plans_for(played, mask)
+        except RuleError:
+            refused += 1
+        worst.append(time.perf_counter_ns() - start)
+    print(row(f"crafted floors of 16-40 numeric cards ({refused} refused STATE_TOO_COMPLEX)", summary(worst)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
