@@ -41,7 +41,9 @@ from tests.engine import brute  # noqa: E402
 T = TypeVar("T")
 
 
-def simulate(hands: int, seed: int) -> tuple[list[tuple[int, int]], list[tuple[State, Action]], list[State]]:
+def simulate(
+    hands: int, seed: int
+) -> tuple[list[tuple[int, int]], list[tuple[State, Action]], list[State]]:
     """Play random legal matches until `hands` hands are done; collect what the benchmark times."""
     rnd = random.Random(seed)
     plan_samples: list[tuple[int, int]] = []
@@ -107,7 +109,7 @@ def crafted_floors(rnd: random.Random) -> list[tuple[str, int, int]]:
     """Worst cases: floors of 16 to 40 numeric cards, with the played cards that stress them."""
     cases: list[tuple[str, int, int]] = []
     for size in (16, 20, 24, 28, 32, 36, 40):
-        for trial in range(6):
+        for _ in range(6):
             floor = rnd.sample(range(40), size)
             mask = mask_of(floor)
             free = [c for c in range(40) if not mask >> c & 1 and c >> 2 >= 2]
@@ -156,16 +158,19 @@ def main() -> int:
     print(row("plan generation on a random subset, engine from an empty memo", engine_subset))
     print(row("same subset, brute-force enumerator of the tests", brute_subset))
     print(
-        f"# brute/engine ratio on the same floors: median {brute_subset['median'] / engine_subset['median']:.1f}x, "
+        "# brute/engine ratio on the same floors: "
+        f"median {brute_subset['median'] / engine_subset['median']:.1f}x, "
         f"mean {brute_subset['mean'] / engine_subset['mean']:.1f}x"
     )
 
     clear_caches()
-    four = four_card[: 20_000]
+    four = four_card[:20_000]
     print(row("legal moves, 4-card hand, from an empty memo", summary(timings(four, legal_moves))))
     some = applies[:: max(1, len(applies) // 50_000)]
     clear_caches()
-    print(row("apply one action, state check included", summary(timings(some, lambda p: apply(*p)))))
+    print(
+        row("apply one action, state check included", summary(timings(some, lambda p: apply(*p))))
+    )
 
     worst: list[int] = []
     refused = 0
@@ -177,7 +182,12 @@ def main() -> int:
         except RuleError:
             refused += 1
         worst.append(time.perf_counter_ns() - start)
-    print(row(f"crafted floors of 16-40 numeric cards ({refused} refused STATE_TOO_COMPLEX)", summary(worst)))
+    print(
+        row(
+            f"crafted floors of 16-40 numeric cards ({refused} refused STATE_TOO_COMPLEX)",
+            summary(worst),
+        )
+    )
     return 0
 
 

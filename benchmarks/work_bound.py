@@ -17,32 +17,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.plans import DEFAULT_WORK_LIMIT, _abstract_plans  # noqa: E402
+from engine.plans import DEFAULT_WORK_LIMIT, _abstract_plans
 
 EXTRA_CARDS = 3  # the 4 first floor cards give at most 3 cards beyond one per rank
 MAX_PER_RANK = 4
 
 
-def shapes(smaller_ranks: int) -> itertools.chain[tuple[int, ...]]:
+def shapes(smaller_ranks: int) -> list[tuple[int, ...]]:
     """Every count vector over the smaller ranks that a reachable floor can show."""
-
-    def gen() -> list[tuple[int, ...]]:
-        out = []
-        for counts in itertools.product(range(MAX_PER_RANK + 1), repeat=smaller_ranks):
-            if sum(max(c - 1, 0) for c in counts) <= EXTRA_CARDS:
-                out.append(counts)
-        return out
-
-    return itertools.chain(gen())
+    return [
+        counts
+        for counts in itertools.product(range(MAX_PER_RANK + 1), repeat=smaller_ranks)
+        if sum(max(c - 1, 0) for c in counts) <= EXTRA_CARDS
+    ]
 
 
 def main() -> int:
     """Print the worst work per played value and overall."""
     began = time.perf_counter()
-    overall = (0, 0, ())
+    overall: tuple[int, int, tuple[int, ...]] = (0, 0, ())
     total = 0
     for value in range(3, 11):
-        worst = (0, ())
+        worst: tuple[int, tuple[int, ...]] = (0, ())
         for counts in shapes(value - 1):
             total += 1
             work = _abstract_plans(value, counts, 10**9).work
