@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from engine import State, Status, check_state, parse_card, parse_cards
+import pytest
+
+from engine import (
+    Action,
+    Event,
+    RuleError,
+    State,
+    Status,
+    apply,
+    check_state,
+    parse_card,
+    parse_cards,
+)
 from engine.rng import first_dealer
 
 ALL = [
@@ -39,7 +52,7 @@ def build(
     seed: bytes | None = None,
     hand_number: int = 1,
     deck: Sequence[str] | None = None,
-    rest_to: Literal["deck", 0, 1] = "deck",
+    rest_to: Literal["deck"] | int = "deck",
     basras: tuple[int, int] = (0, 0),
     last_capturer: int | Literal["auto"] | None = "auto",
     totals: tuple[int, int] = (0, 0),
@@ -135,5 +148,65 @@ def last_play(
         last_capturer=owner,
         basras=basras,
         totals=totals,
+        carry=carry,
+    )
+
+
+def act(state: State, card: str, **choice: Any) -> tuple[State, tuple[Event, ...]]:
+    """Play `card` (a code) for the seat to move; `capture` may be given as codes."""
+    if "capture" in choice and choice["capture"] is not None:
+        choice["capture"] = parse_cards(choice["capture"])
+    assert state.to_move is not None
+    return apply(state, Action(state.to_move, parse_card(card), **choice))
+
+
+def refusal(state: State, action: Action) -> RuleError:
+    """Assert that `action` is refused and leaves `state` exactly as it was; return the error."""
+    before = copy.deepcopy(state)
+    with pytest.raises(RuleError) as info:
+        apply(state, action)
+    assert state == before
+    assert repr(state) == repr(before)
+    assert info.value.message
+    return info.value
+
+
+def refused_play(state: State, card: str, **choice: Any) -> RuleError:
+    """Like `act`, but the play must be refused without changing anything."""
+    if "capture" in choice and choice["capture"] is not None:
+        choice["capture"] = parse_cards(choice["capture"])
+    assert state.to_move is not None
+    return refusal(state, Action(state.to_move, parse_card(card), **choice))
+
+
+def scene(
+    hand: Sequence[str],
+    floor: Sequence[str],
+    *,
+    seat: int = 1,
+    other_hand: Sequence[str] | None = None,
+    hand_number: int = 1,
+    totals: tuple[int, int] = (0, 0),
+    basras: tuple[int, int] = (0, 0),
+    carry: int = 0,
+) -> State:
+    """A last-round state where `seat` (the non-dealer) is to move holding `hand` on `floor`.
+
+    The dealer holds as many cards (`other_hand`, or the first spare ones in canonical order)
+    and every other card is already in the dealer's pile, so the dealer captured last.
+    """
+    if other_hand is None:
+        other_hand = [c for c in rest(hand, floor)][: len(hand)]
+    hands: list[Sequence[str]] = [(), ()]
+    hands[seat] = hand
+    hands[1 - seat] = other_hand
+    return build(
+        (hands[0], hands[1]),
+        floor,
+        dealer=1 - seat,
+        hand_number=hand_number,
+        rest_to=1 - seat,
+        totals=totals,
+        basras=basras,
         carry=carry,
     )
