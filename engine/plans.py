@@ -58,7 +58,8 @@ class Plan:
 class _Abstract:
     """Plans for one value over abstract positions 0..n-1 of the smaller floor cards."""
 
-    plans: tuple[tuple[int, tuple[int, ...]], ...]  # (U mask, its groups as masks)
+    plans: tuple[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], ...]
+    """Per plan: the positions taken, and its groups as positions, all ascending."""
     work: int
 
 
@@ -143,15 +144,14 @@ def _plans_cached(
     smaller = cards_of(smaller_mask)
     plans: list[Plan] = []
     for number, (taken, groups) in enumerate(abstract.plans, start=1):
+        # Smaller cards precede the same-rank ones in canonical order, so this is sorted.
+        cards = (*(smaller[p] for p in taken), *same_cards)
         mask = same
-        for pos, card in enumerate(smaller):
-            if taken >> pos & 1:
-                mask |= 1 << card
-        real_groups = tuple(
-            tuple(card for pos, card in enumerate(smaller) if g >> pos & 1) for g in groups
-        )
+        for p in taken:
+            mask |= 1 << smaller[p]
+        real_groups = tuple(tuple(smaller[p] for p in g) for g in groups)
         basra = mask == floor and not others
-        plans.append(Plan(number, cards_of(mask), same_cards, real_groups, basra, False, mask))
+        plans.append(Plan(number, cards, same_cards, real_groups, basra, False, mask))
     return tuple(plans), abstract.work
 
 
@@ -219,7 +219,10 @@ def _abstract_plans(value: int, counts: tuple[int, ...], limit: int) -> _Abstrac
             if not g & used:
                 push((pos + 1, used | g, excluded, (g, chosen)))
     ordered = sorted(found, key=lambda u: (-u.bit_count(), _positions(u)))[:MAX_PLANS]
-    return _Abstract(tuple((u, _unchain(found[u])) for u in ordered), work)
+    return _Abstract(
+        tuple((_positions(u), tuple(_positions(g) for g in _unchain(found[u]))) for u in ordered),
+        work,
+    )
 
 
 _NO_GROUPS = _Abstract((), 0)
