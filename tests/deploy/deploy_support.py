@@ -1,0 +1,217 @@
+"""Shared helpers for the deployment tests: chart rendering, manifest loading, validation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART_DIR = REPO / "helm" / "basra-rules"
+K8S_DIR = REPO / "deploy" / "k8s"
+DOCKERFILE = REPO / "deploy" / "Dockerfile"
+
+RELEASE = "basra-rules"
+NAMESPACE = "games"
+
+# The newest Kubernetes the validator knows, and the oldest the chart's kubeVersion admits.
+KUBE_VERSIONS = (kubernetes_validate.latest_version(), "1.30.0")
+
+# The server's documented defaults (the configuration contract: flag, BASRA_* variable, default).
+# The chart passes each one explicitly, so a drift between the two shows up here.
+CONTRACT_DEFAULTS: Mapping[str, str] = {
+    "BASRA_HOST": "[::]",
+    "BASRA_PORT": "50051",
+    "BASRA_METRICS_PORT": "9464",
+    "BASRA_WORKERS": "1",
+    "BASRA_LOG_LEVEL": "info",
+    "BASRA_LOG_FORMAT": "json",
+    "BASRA_MAX_MESSAGE_BYTES": "1048576",
+    "BASRA_REFLECTION": "true",
+    "BASRA_GRACE_SECONDS": "10",
+    "BASRA_MAX_CONNECTION_AGE_SECONDS": "300",
+    "BASRA_MAX_CONNECTION_AGE_GRACE_SECONDS": "30",
+    "BASRA_PLAN_WORK_LIMIT": "200000",
+    "BASRA_MAX_REPLAY_ACTIONS": "10000",
+}
+# Where the chart deliberately departs from the server's defaults, and why.
+CHART_OVERRIDES: Mapping[str, str] = {
+    "BASRA_WORKERS": "2",  # one worker per CPU of the default limit
+    "BASRA_METRICS_DIR": "/var/run/basra/metrics",  # an emptyDir; the root fs is read-only
+}
+HEALTH_SERVICE = "basra.v1.RulesService"
+
+# Two keys of 24 random-looking bytes each, base64; test data only, never used by a server.
+TEST_SIGNING_KEYS = (
+    {"id": "k2", "key": "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQ"},
+    {"id": "k1", "key": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYX"},
+)
+
+ALL_ON: Mapping[str, Any] = {
+    "headlessService": {"enabled": True},
+    "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "networkPolicy": {
+        "enabled": True,
+        "denyEgress": True,
+        "grpcFrom": [{"podSelector": {"matchLabels": {"app": "lobby"}}}],
+        "metricsFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ],
+    },
+    "signing": {"enabled": True, "keys": [dict(k) for k in TEST_SIGNING_KEYS]},
+    "tls": {"enabled": True, "secretName": "basra-tls", "clientCA": {"enabled": True}},
+    "lifecycle": {"preStopMode": "exec"},
+    "extraEnv": [{"name": "EXTRA", "value": "1"}],
+}
+
+# Labels only Helm sets; the plain manifests leave them out.
+HELM_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
+
+
+def render(values: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Render the chart offline with the real Helm engine; template path -> text."""
+    with helm.Chart.load(CHART_DIR) as chart:
+        return chart.render(dict(values or {}), name=RELEASE, namespace=NAMESPACE)
+
+
+def manifests(rendered: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every Kubernetes object in a render (NOTES.txt and empty templates left out)."""
+    objects: list[dict[str, Any]] = []
+    for path, text in sorted(rendered.items()):
+        if path.endswith(".yaml"):
+            objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+def load_yaml_objects(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every object in the given YAML files, in order."""
+    objects: list[dict[str, Any]] = []
+    for path in paths:
+        objects.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+    return objects
+
+
+def kustomize_resources(directory: Path) -> list[Path]:
+    """The resource files a kustomization.yaml lists (no kustomize binary needed)."""
+    spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    return [directory / entry for entry in spec["resources"]]
+
+
+def one(objects: Iterable[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """The single object of this kind (and name, if given)."""
+    found = [
+        o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def container(objects: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The server container of the Deployment."""
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    (server,) = pod["containers"]
+    assert isinstance(server, dict)
+    return server
+
+
+def env_map(server: Mapping[str, Any]) -> dict[str, str]:
+    """The container's literal environment as a dict."""
+    return {e["name"]: e["value"] for e in server["env"] if "value" in e}
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def duration_seconds(text: str) -> int:
+    """Seconds in a Prometheus duration such as 1m30s."""
+    match = _DURATION.match(text)
+    assert match and text, f"not a duration: {text!r}"
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def check_service_monitor(monitor: Mapping[str, Any], services: list[dict[str, Any]]) -> None:
+    """Structural check of a ServiceMonitor, a CRD the Kubernetes schemas do not cover.
+
+    It checks what the Prometheus operator needs: the API group and version, a selector that
+    matches a Service in the same render, endpoints naming a port that Service has, and
+    durations the operator accepts with the timeout inside the interval.
+    """
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    spec = monitor["spec"]
+    assert set(spec) <= {"selector", "endpoints", "namespaceSelector", "jobLabel"}
+    wanted = spec["selector"]["matchLabels"]
+    matching = [s for s in services if wanted.items() <= s["metadata"]["labels"].items()]
+    assert matching, "ServiceMonitor selects no Service"
+    port_names = {p["name"] for s in matching for p in s["spec"]["ports"]}
+    assert spec["endpoints"], "ServiceMonitor has no endpoints"
+    for endpoint in spec["endpoints"]:
+        assert set(endpoint) <= {"port", "path", "scheme", "interval", "scrapeTimeout"}
+        assert endpoint["port"] in port_names
+        assert endpoint["path"] == "/metrics"
+        assert endpoint["scheme"] in {"http", "https"}
+        interval = duration_seconds(endpoint["interval"])
+        timeout = duration_seconds(endpoint["scrapeTimeout"])
+        assert 0 < timeout <= interval
+
+
+def validate_objects(objects: Iterable[dict[str, Any]], version: str) -> list[str]:
+    """Validate each object against the Kubernetes schemas; returns the kinds checked.
+
+    Strict mode refuses unknown fields. ServiceMonitor is a CRD with no schema in the
+    validator, so it gets the structural check above instead.
+    """
+    objects = list(objects)
+    services = [o for o in objects if o["kind"] == "Service"]
+    checked = []
+    for obj in objects:
+        if obj["kind"] == "ServiceMonitor":
+            check_service_monitor(obj, services)
+        else:
+            kubernetes_validate.validate(obj, version, strict=True)
+        checked.append(obj["kind"])
+    return checked
+
+
+def check_references(objects: list[dict[str, Any]]) -> None:
+    """Cross-object links a schema cannot see: selectors, named ports, volumes, targets."""
+    deployment = one(objects, "Deployment")
+    pod_template = deployment["spec"]["template"]
+    pod_labels = pod_template["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    server = container(objects)
+    port_names = {p["name"]: p["containerPort"] for p in server["ports"]}
+    volumes = {v["name"] for v in pod_template["spec"]["volumes"]}
+    assert {m["name"] for m in server["volumeMounts"]} <= volumes
+    for obj in objects:
+        spec = obj.get("spec", {})
+        if obj["kind"] == "Service":
+            assert spec["selector"].items() <= pod_labels.items()
+            assert {p["targetPort"] for p in spec["ports"]} <= port_names.keys()
+        elif obj["kind"] in {"PodDisruptionBudget", "NetworkPolicy"}:
+            key = "selector" if obj["kind"] == "PodDisruptionBudget" else "podSelector"
+            assert spec[key]["matchLabels"].items() <= pod_labels.items()
+        elif obj["kind"] == "HorizontalPodAutoscaler":
+            target = spec["scaleTargetRef"]
+            assert (target["kind"], target["name"]) == (
+                "Deployment",
+                deployment["metadata"]["name"],
+            )
+        if obj["kind"] == "NetworkPolicy":
+            for rule in spec["ingress"]:
+                assert {p["port"] for p in rule["ports"]} <= port_names.keys()
+
+
+def strip_helm_labels(obj: Any) -> Any:
+    """A copy of an object without Helm's own labels, for comparing with the plain manifests."""
+    if isinstance(obj, dict):
+        return {k: strip_helm_labels(v) for k, v in obj.items() if k not in HELM_ONLY_LABELS}
+    if isinstance(obj, list):
+        return [strip_helm_labels(v) for v in obj]
+    return obj

@@ -1,0 +1,139 @@
+"""deploy/k8s: the plain kustomize base and components, validated and compared with the chart."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploy_support import (
+    K8S_DIR,
+    KUBE_VERSIONS,
+    check_references,
+    kustomize_resources,
+    load_yaml_objects,
+    manifests,
+    render,
+    strip_helm_labels,
+    validate_objects,
+)
+
+COMPONENTS = {
+    "headless-service": {"headlessService": {"enabled": True}},
+    "network-policy": {"networkPolicy": {"enabled": True}},
+    "service-monitor": {"serviceMonitor": {"enabled": True}},
+}
+
+
+def component_dirs() -> list[Path]:
+    """Every component directory shipped beside the base."""
+    return sorted(p for p in (K8S_DIR / "components").iterdir() if p.is_dir())
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """Identity of an object within one namespace."""
+    return (obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+@pytest.fixture(scope="module")
+def base_objects() -> list[dict[str, Any]]:
+    """The base's objects, read from the files its kustomization.yaml lists."""
+    return load_yaml_objects(kustomize_resources(K8S_DIR))
+
+
+def test_kustomization_lists_every_manifest_once() -> None:
+    """No manifest file is left out of, or listed twice in, the base."""
+    listed = kustomize_resources(K8S_DIR)
+    assert len(listed) == len(set(listed))
+    on_disk = {p for p in K8S_DIR.glob("*.yaml") if p.name != "kustomization.yaml"}
+    assert set(listed) == on_disk
+
+
+def test_components_are_kustomize_components() -> None:
+    """Each optional part is a Component, listing files that exist."""
+    assert {p.name for p in component_dirs()} == set(COMPONENTS)
+    for directory in component_dirs():
+        spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        assert spec["kind"] == "Component"
+        assert spec["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
+        for path in kustomize_resources(directory):
+            assert path.is_file(), path
+
+
+@pytest.mark.parametrize("version", KUBE_VERSIONS)
+def test_base_and_components_validate(base_objects: list[dict[str, Any]], version: str) -> None:
+    """Every object validates strictly (the ServiceMonitor CRD structurally)."""
+    everything = base_objects + load_yaml_objects(
+        path for d in component_dirs() for path in kustomize_resources(d)
+    )
+    assert len(validate_objects(everything, version)) == len(everything)
+    check_references(everything)
+
+
+def test_base_equals_the_chart_default_render(base_objects: list[dict[str, Any]]) -> None:
+    """Same objects as the chart's defaults, field for field, minus Helm's own labels."""
+    chart = {key(o): strip_helm_labels(o) for o in manifests(render())}
+    base = {key(o): o for o in base_objects}
+    assert sorted(base) == sorted(chart)
+    for identity, obj in base.items():
+        assert obj == chart[identity], identity
+
+
+@pytest.mark.parametrize("name", sorted(COMPONENTS))
+def test_component_equals_the_chart_option(name: str) -> None:
+    """Each component holds exactly what the matching chart switch adds."""
+    default_keys = {key(o) for o in manifests(render())}
+    added = [
+        strip_helm_labels(o)
+        for o in manifests(render(COMPONENTS[name]))
+        if key(o) not in default_keys
+    ]
+    shipped = load_yaml_objects(kustomize_resources(K8S_DIR / "components" / name))
+    assert added
+    assert shipped == added
+
+
+def kubectl() -> str | None:
+    """kubectl on PATH, whose built-in kustomize can build the base offline."""
+    return shutil.which("kubectl")
+
+
+@pytest.mark.skipif(kubectl() is None, reason="kubectl (built-in kustomize) not installed")
+def test_kubectl_kustomize_builds_the_same_objects(
+    base_objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """When kubectl is present, its kustomize builds base + components to the same objects."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    rel = Path(os.path.relpath(K8S_DIR, overlay))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [rel.as_posix()],
+                "components": [(rel / "components" / d.name).as_posix() for d in component_dirs()],
+            }
+        )
+    )
+    tool = kubectl()
+    assert tool is not None
+    built = subprocess.run(
+        [tool, "kustomize", str(overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    objects = [o for o in yaml.safe_load_all(built.stdout) if o]
+    expected = base_objects + load_yaml_objects(
+        path for d in component_dirs() for path in kustomize_resources(d)
+    )
+    assert sorted(map(key, objects)) == sorted(map(key, expected))
+    by_key = {key(o): o for o in expected}
+    for obj in objects:
+        assert obj == by_key[key(obj)], key(obj)
