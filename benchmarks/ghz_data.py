@@ -1,0 +1,165 @@
+"""Generate the ghz data files (deploy/ghz/data/*.json) from simulated games.
+
+Each file is a JSON array of requests in protobuf JSON (field names as in the .proto); ghz and
+`basra-rules load` send them in turn, one per call. States are sampled from whole matches
+played with random legal choices, at every point of a hand and in later hands too, so the load
+looks like a real gateway's traffic. The output is deterministic: rerun it after a change to
+the engine or the proto, and tests/load checks that the committed files are current.
+
+    .venv/bin/python benchmarks/ghz_data.py            # rewrite the files
+    .venv/bin/python benchmarks/ghz_data.py --check    # exit 1 if they are stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from basra.v1 import rules_pb2 as pb  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
+from google.protobuf.message import Message  # noqa: E402
+
+from engine import Action, State, Status, apply, code, legal_moves, new_match  # noqa: E402
+from service.convert import state_to_proto  # noqa: E402
+
+DATA_DIR = ROOT / "deploy" / "ghz" / "data"
+MATCHES = 6
+REQUESTS_PER_FILE = 120
+NEW_MATCH_REQUESTS = 16
+RANDOM_SEED = 20260601
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A state met during a simulated match and the action a player took in it."""
+
+    state: State
+    action: Action
+
+
+def random_action(state: State, rnd: random.Random) -> Action:
+    """Pick a legal action at random, writing its choice in any of the ways the API allows."""
+    assert state.to_move is not None
+    seat = state.to_move
+    move = rnd.choice(legal_moves(state))
+    if not move.plans:
+        return Action(seat, move.card, trail=rnd.random() < 0.5)
+    plan = rnd.choice(move.plans)
+    if len(move.plans) == 1 and rnd.random() < 0.3:
+        return Action(seat, move.card)
+    if rnd.random() < 0.5:
+        return Action(seat, move.card, capture=plan.cards)
+    return Action(seat, move.card, plan_id=plan.id)
+
+
+def play(seed: bytes, rnd: random.Random) -> Iterator[Sample]:
+    """Play one whole match with random legal actions, yielding every state and its action."""
+    state, _ = new_match(seed, ("north", "south"))
+    while state.status is Status.IN_PROGRESS:
+        action = random_action(state, rnd)
+        yield Sample(state, action)
+        state, _ = apply(state, action)
+
+
+def samples(matches: int = MATCHES, seed: int = RANDOM_SEED) -> list[Sample]:
+    """Return every (state, action) of several simulated matches."""
+    rnd = random.Random(seed)
+    found: list[Sample] = []
+    for number in range(matches):
+        found.extend(play(f"ghz-data-{number}".encode(), rnd))
+    return found
+
+
+def spread(items: list[Sample], count: int, rnd: random.Random) -> list[Sample]:
+    """Choose `count` samples spread evenly over the matches, in a shuffled order."""
+    step = len(items) / count
+    chosen = [items[int(i * step)] for i in range(count)]
+    rnd.shuffle(chosen)
+    return chosen
+
+
+def action_to_proto(action: Action) -> pb.Action:
+    """Return the message of an engine action, keeping the way its choice was written."""
+    message = pb.Action(seat=action.seat, card=code(action.card))
+    if action.plan_id is not None:
+        message.plan_id = action.plan_id
+    elif action.capture is not None:
+        message.capture.cards.extend(code(c) for c in action.capture)
+    elif action.trail:
+        message.trail = True
+    return message
+
+
+def as_json(message: Message) -> dict[str, Any]:
+    """Return a request as protobuf JSON with the .proto's own field names."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def render(items: list[dict[str, Any]]) -> str:
+    """Format requests as a JSON array with one request per line (readable diffs)."""
+    lines = ",\n".join(json.dumps(item, separators=(",", ":"), sort_keys=True) for item in items)
+    return f"[\n{lines}\n]\n"
+
+
+def render_all() -> dict[str, str]:
+    """Return the text of every data file, by file name."""
+    rnd = random.Random(RANDOM_SEED + 1)
+    found = samples()
+    apply_requests = [
+        as_json(
+            pb.ApplyRequest(
+                state=state_to_proto(s.state),
+                action=action_to_proto(s.action),
+                expected_seq=s.state.seq,
+            )
+        )
+        for s in spread(found, REQUESTS_PER_FILE, rnd)
+    ]
+    legal_requests = [
+        as_json(pb.LegalMovesRequest(state=state_to_proto(s.state)))
+        for s in spread(found, REQUESTS_PER_FILE, rnd)
+    ]
+    new_match_requests = [
+        as_json(pb.NewMatchRequest(seed=f"ghz-new-{i}".encode(), labels=["north", "south"]))
+        for i in range(NEW_MATCH_REQUESTS)
+    ]
+    return {
+        "apply.json": render(apply_requests),
+        "legal_moves.json": render(legal_requests),
+        "new_match.json": render(new_match_requests),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the data files, or with --check report whether the committed ones are current."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare, do not write")
+    parser.add_argument("--out", type=Path, default=DATA_DIR, help="output folder")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in render_all().items():
+        path = args.out / name
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path} ({len(text)} bytes)")
+    if stale:
+        print(f"stale: {', '.join(stale)}; run benchmarks/ghz_data.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
