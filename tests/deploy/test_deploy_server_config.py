@@ -1,0 +1,76 @@
+"""The chart's environment, read by the server's own configuration code."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from typing import Any
+
+import pytest
+from deploy_support import (
+    ALL_ON,
+    CHART_DIR,
+    CHART_OVERRIDES,
+    CONTRACT_DEFAULTS,
+    container,
+    env_map,
+    manifests,
+    render,
+)
+
+from service.config import Config, env_name, resolve
+
+
+def server_schema() -> dict[str, Any]:
+    """The schema of the chart's server.* values."""
+    schema = json.loads((CHART_DIR / "values.schema.json").read_text())
+    server: dict[str, Any] = schema["properties"]["server"]["properties"]
+    return server
+
+
+def test_contract_defaults_are_the_server_defaults() -> None:
+    """The defaults the deployment relies on are the ones the server really has."""
+    defaults = Config()
+    for field in fields(Config):
+        name = env_name(field.name)
+        if name not in CONTRACT_DEFAULTS:
+            continue
+        value = getattr(defaults, field.name)
+        expected = resolve({}, {name: CONTRACT_DEFAULTS[name]})
+        assert getattr(expected, field.name) == value, name
+    assert {env_name(f.name) for f in fields(Config)} >= CONTRACT_DEFAULTS.keys()
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "all-on"])
+def test_server_accepts_the_chart_environment(values: dict[str, Any]) -> None:
+    """Every BASRA_* value the chart sets parses, and means what the chart intends."""
+    env = env_map(container(manifests(render(values))))
+    config = resolve({}, env)
+    assert config.workers == int(CHART_OVERRIDES["BASRA_WORKERS"])
+    assert config.metrics_dir == CHART_OVERRIDES["BASRA_METRICS_DIR"]
+    untouched = {k for k in CONTRACT_DEFAULTS if k not in CHART_OVERRIDES}
+    default = Config()
+    for field in fields(Config):
+        if env_name(field.name) in untouched:
+            assert getattr(config, field.name) == getattr(default, field.name), field.name
+
+
+@pytest.mark.parametrize("bound", ["minimum", "maximum"])
+def test_schema_bounds_are_values_the_server_accepts(bound: str) -> None:
+    """No number the chart's schema lets through is one the server would refuse at start."""
+    schema = server_schema()
+    values: dict[str, Any] = {}
+    for key, rule in schema.items():
+        if rule.get("type") == "integer" and bound in rule:
+            values[key] = rule[bound]
+    assert {"workers", "maxConnectionAgeSeconds", "graceSeconds"} <= values.keys()
+    # Keep the shutdown arithmetic valid whatever the grace bound is.
+    chart_values = {
+        "server": values,
+        "terminationGracePeriodSeconds": int(values.get("graceSeconds", 10)) + 600 + 1,
+        "lifecycle": {"preStopSleepSeconds": 600 if bound == "maximum" else 1},
+    }
+    env = env_map(container(manifests(render(chart_values))))
+    config = resolve({}, env)
+    assert config.workers == values["workers"]
+    assert config.max_connection_age_seconds == values["maxConnectionAgeSeconds"]
