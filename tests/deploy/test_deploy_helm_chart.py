@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -478,3 +479,14 @@ def test_render_refuses_inconsistent_values(values: dict[str, Any], where: str) 
     with pytest.raises(helm.HelmRenderError) as refused:
         render(values)
     assert where in str(refused.value)
+
+
+def test_packaged_chart_renders_like_the_directory(tmp_path: Path) -> None:
+    """helm package keeps every template and file: the archive renders the same objects."""
+    archive = helm.package(CHART_DIR, destination=tmp_path)
+    with helm.Chart.load(archive) as packaged:
+        assert packaged.name == "basra-rules"
+        assert {f["name"] for f in packaged.files} >= {"README.md"}
+        assert packaged.schema is not None
+        rendered = packaged.render(dict(ALL_ON), name=RELEASE, namespace=NAMESPACE)
+    assert manifests(rendered) == manifests(render(ALL_ON))
