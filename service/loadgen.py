@@ -161,11 +161,11 @@ def find_data_file(name: str, config_dir: Path) -> Path:
 
 def config_from_dict(raw: Mapping[str, Any], config_dir: Path = Path()) -> LoadConfig:
     """Build a LoadConfig from the keys of a ghz JSON config."""
+    if raw.get("proto") or raw.get("protoset"):
+        raise ConfigError("configs here use server reflection; drop 'proto'/'protoset'")
     unknown = sorted(set(raw) - _HONOURED - _IGNORED)
     if unknown:
         raise ConfigError(f"ghz options not supported by this load generator: {unknown}")
-    if raw.get("proto") or raw.get("protoset"):
-        raise ConfigError("configs here use server reflection; drop 'proto'/'protoset'")
     service, method = split_call(raw.get("call"))
     host = raw.get("host")
     if not isinstance(host, str) or ":" not in host:
@@ -235,8 +235,11 @@ def request_class(
         with grpc.insecure_channel(host) as channel:
             pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
             try:
-                input_type = pool.FindMethodByName(full).input_type
-                return message_factory.GetMessageClass(input_type)
+                # By service: the upb pool does not look a lone method up in its database.
+                found = pool.FindServiceByName(service).methods_by_name.get(method)
+                if found is None:
+                    raise KeyError(full)
+                return message_factory.GetMessageClass(found.input_type)
             except (KeyError, grpc.RpcError) as exc:
                 raise ConfigError(f"server reflection at {host} does not list {full}") from exc
     import basra.v1.rules_pb2  # noqa: F401  (registers basra.v1 in the default pool)
@@ -295,7 +298,8 @@ class Report:
         ordered = self._sorted()
         if not ordered:
             return 0
-        rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
+        # Rounded first: 99.9 / 100 * 1000 is 999.0000000000001 in floating point.
+        rank = max(1, math.ceil(round(pct / 100.0 * len(ordered), 9)))
         return ordered[min(rank, len(ordered)) - 1]
 
     def histogram(self) -> list[tuple[int, int]]:
@@ -361,7 +365,7 @@ class Report:
             lines.append(f"  {mark / 1e6:.3f} [{n}]\t|{bar}")
         lines += ["", "Latency distribution:"]
         lines += [
-            f"  {entry['percentage']:g} % in {_ms(entry['latency'])} "
+            f"  {entry['percentage']:g} % in {_ms(entry['latency'])}"
             for entry in data["latencyDistribution"]
         ]
         lines += ["", "Status code distribution:"]
