@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine import rng
-from engine.cards import JACK_RANK, SEVEN_OF_DIAMONDS, Card, code, mask_of
+from engine.cards import DECK_SIZE, JACK_RANK, SEVEN_OF_DIAMONDS, Card, code, mask_of
 from engine.errors import Reason, RuleError
 from engine.events import (
     BasraScored,
@@ -156,7 +156,7 @@ def apply(
     if state.status is Status.OVER:
         raise RuleError(Reason.MATCH_OVER, "The match is over; no more moves can be played.")
     seat = action.seat
-    if seat not in (0, 1):
+    if type(seat) is not int or seat not in (0, 1):
         raise RuleError(
             Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=seat
         )
@@ -168,6 +168,10 @@ def apply(
             to_move=str(state.to_move),
         )
     card = action.card
+    _check_card(card)
+    if action.capture is not None:
+        for taken in action.capture:
+            _check_card(taken)
     hand = state.hands[seat]
     if card not in hand:
         raise RuleError(
@@ -179,6 +183,13 @@ def apply(
     plans = plans_for(card, state.floor_mask, work_limit)
     plan = _choose(action, plans)
     return _carry_out(state, seat, card, plan)
+
+
+def _check_card(card: Card) -> None:
+    """Refuse a value that is not a card index, before it is used as one."""
+    if type(card) is not int or not 0 <= card < DECK_SIZE:
+        shown = str(card)[:16]
+        raise RuleError(Reason.INVALID_CARD, f"{shown} is not a card (0 to 51).", card=shown)
 
 
 def _choose(action: Action, plans: tuple[Plan, ...]) -> Plan | None:

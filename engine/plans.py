@@ -130,29 +130,42 @@ def _plans_cached(
             return (), 0
         return (Plan(1, same_cards, same_cards, (), not others, False, same),), 0
     smaller_mask = floor & ((1 << (4 * kind)) - 1)
-    abstract = _NO_GROUPS
-    if smaller_mask:
-        counts = tuple(((smaller_mask >> (4 * r)) & 0b1111).bit_count() for r in range(kind))
-        abstract = _abstract_plans(kind + 1, counts, limit)
-        if abstract.work > limit:
-            return None, abstract.work
-    if not abstract.plans:
+    groups, work = _groups_on(kind + 1, smaller_mask, limit) if smaller_mask else ((), 0)
+    if groups is None:
+        return None, work
+    if not groups:
         if not same:
-            return (), abstract.work
+            return (), work
         basra = same == floor and not others
-        return (Plan(1, same_cards, same_cards, (), basra, False, same),), abstract.work
-    smaller = cards_of(smaller_mask)
+        return (Plan(1, same_cards, same_cards, (), basra, False, same),), work
     plans: list[Plan] = []
-    for number, (taken, groups) in enumerate(abstract.plans, start=1):
+    for number, (taken, taken_mask, real_groups) in enumerate(groups, start=1):
         # Smaller cards precede the same-rank ones in canonical order, so this is sorted.
-        cards = (*(smaller[p] for p in taken), *same_cards)
-        mask = same
-        for p in taken:
-            mask |= 1 << smaller[p]
-        real_groups = tuple(tuple(smaller[p] for p in g) for g in groups)
+        mask = taken_mask | same
         basra = mask == floor and not others
-        plans.append(Plan(number, cards, same_cards, real_groups, basra, False, mask))
-    return tuple(plans), abstract.work
+        plans.append(Plan(number, taken + same_cards, same_cards, real_groups, basra, False, mask))
+    return tuple(plans), work
+
+
+_Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
+
+
+@lru_cache(maxsize=1 << 16)
+def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken, ...] | None, int]:
+    """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex."""
+    counts = tuple(((smaller_mask >> (4 * r)) & 0b1111).bit_count() for r in range(value - 1))
+    abstract = _abstract_plans(value, counts, limit)
+    if abstract.work > limit:
+        return None, abstract.work
+    smaller = cards_of(smaller_mask)
+    out: list[_Taken] = []
+    for taken, groups in abstract.plans:
+        cards = tuple(smaller[p] for p in taken)
+        mask = 0
+        for c in cards:
+            mask |= 1 << c
+        out.append((cards, mask, tuple(tuple(smaller[p] for p in g) for g in groups)))
+    return tuple(out), abstract.work
 
 
 @lru_cache(maxsize=1 << 14)
@@ -225,9 +238,6 @@ def _abstract_plans(value: int, counts: tuple[int, ...], limit: int) -> _Abstrac
     )
 
 
-_NO_GROUPS = _Abstract((), 0)
-
-
 def _unchain(chain: _Chain) -> tuple[int, ...]:
     out: list[int] = []
     while chain is not None:
@@ -247,4 +257,5 @@ def _canonical_key(mask: int) -> tuple[int, ...]:
 def clear_caches() -> None:
     """Forget memoised plans (benchmarks use it to measure cold generation)."""
     _plans_cached.cache_clear()
+    _groups_on.cache_clear()
     _abstract_plans.cache_clear()
