@@ -1,0 +1,1 @@
+"""The Basra rules gRPC service: protobuf <-> engine translation plus operations."""

@@ -1,0 +1,55 @@
+"""The `basra-rules` console command: `serve` runs the server, `play` plays a match against it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from service import config, workers
+    from service.logs import make_logger
+
+    flags = {k: v for k, v in vars(args).items() if k != "command"}
+    try:
+        settings = config.resolve(flags, os.environ)
+    except config.ConfigError as error:
+        print(f"basra-rules serve: {error}", file=sys.stderr)
+        return 2
+    logger = make_logger(settings.log_level, settings.log_format).bind(role="supervisor")
+    return workers.supervise(settings, logger)
+
+
+def _play(args: argparse.Namespace) -> int:
+    from service import play
+
+    return play.run(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the console command."""
+    from service import config, play
+
+    top = argparse.ArgumentParser(prog="basra-rules", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gRPC rules server")
+    config.add_arguments(serve)
+    serve.set_defaults(run=_serve)
+    playing = commands.add_parser("play", help="two bots play a match against a running server")
+    play.add_arguments(playing)
+    playing.set_defaults(run=_play)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `basra-rules`."""
+    args = parser().parse_args(argv)
+    run = args.run
+    del args.run
+    return int(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

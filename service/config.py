@@ -1,0 +1,191 @@
+"""Server configuration: a flag wins over its BASRA_* variable, which wins over the default.
+
+Every setting has a flag (--metrics-port) and a variable (BASRA_METRICS_PORT). An empty
+variable counts as unset. A bad value is refused with a message naming where it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from service.logs import FORMATS, LEVELS
+
+IO_MODES = ("sync", "asyncio")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class ConfigError(ValueError):
+    """A setting has a value the server cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything `basra-rules serve` needs to know."""
+
+    host: str = "[::]"
+    port: int = 50051
+    metrics_port: int = 9464
+    workers: int = 1
+    log_level: str = "info"
+    log_format: str = "json"
+    max_message_bytes: int = 1_048_576
+    reflection: bool = True
+    grace_seconds: float = 10.0
+    max_connection_age_seconds: float = 300.0
+    max_connection_age_grace_seconds: float = 30.0
+    plan_work_limit: int = 200_000
+    max_replay_actions: int = 10_000
+    metrics_dir: str | None = None
+    """None: a fresh temporary directory."""
+    io: str = "sync"
+    """Beyond the contract: grpc's thread-pool server ("sync") or its asyncio server."""
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError("a port is 0 to 65535")
+    return value
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise ValueError(f"must be at least {low}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 86_400:
+        raise ValueError("seconds must be 0 to 86400")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError("must be true or false")
+
+
+def _text(text: str) -> str:
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+# field -> parser of its text form; the flag is --field-with-dashes, the variable BASRA_FIELD.
+_PARSERS: Mapping[str, Callable[[str], Any]] = {
+    "host": _text,
+    "port": _port,
+    "metrics_port": _port,
+    "workers": _at_least(1),
+    "log_level": _choice(LEVELS),
+    "log_format": _choice(FORMATS),
+    "max_message_bytes": _at_least(1024),
+    "reflection": _boolean,
+    "grace_seconds": _seconds,
+    "max_connection_age_seconds": _seconds,
+    "max_connection_age_grace_seconds": _seconds,
+    "plan_work_limit": _at_least(1),
+    "max_replay_actions": _at_least(0),
+    "metrics_dir": _text,
+    "io": _choice(IO_MODES),
+}
+_HELP: Mapping[str, str] = {
+    "host": "bind address for gRPC and metrics (default [::])",
+    "port": "gRPC port (default 50051; 0 picks a free one)",
+    "metrics_port": "Prometheus HTTP port, path /metrics (default 9464; 0 turns metrics off)",
+    "workers": "worker processes sharing the gRPC port via SO_REUSEPORT (default 1)",
+    "log_level": "debug, info, warning or error (default info)",
+    "log_format": "json or console (default json)",
+    "max_message_bytes": "largest request or response in bytes (default 1048576)",
+    "reflection": "gRPC server reflection on or off (default on)",
+    "grace_seconds": "how long in-flight calls may finish after SIGTERM (default 10)",
+    "max_connection_age_seconds": "grpc.max_connection_age_ms in seconds (default 300; 0 = off)",
+    "max_connection_age_grace_seconds": "grpc.max_connection_age_grace_ms in seconds (default 30)",
+    "plan_work_limit": "plan-search work bound; past it STATE_TOO_COMPLEX (default 200000)",
+    "max_replay_actions": "most actions one Replay call may carry (default 10000)",
+    "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
+    "io": "server flavour: sync (thread pool) or asyncio (default sync)",
+}
+
+
+def env_name(field: str) -> str:
+    """Return the environment variable of a setting."""
+    return "BASRA_" + field.upper()
+
+
+def flag_name(field: str) -> str:
+    """Return the command-line flag of a setting."""
+    return "--" + field.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting; unset flags stay None so variables and defaults can apply."""
+    for field in fields(Config):
+        if field.name == "reflection":
+            parser.add_argument(
+                "--reflection",
+                dest="reflection",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=_HELP["reflection"],
+            )
+            continue
+        parser.add_argument(
+            flag_name(field.name),
+            dest=field.name,
+            default=None,
+            metavar=field.name.split("_")[-1].upper(),
+            help=f"{_HELP[field.name]} [env {env_name(field.name)}]",
+        )
+
+
+def resolve(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
+    """Build the configuration from parsed flags (None = not given) and the environment."""
+    values: dict[str, Any] = {}
+    for field in fields(Config):
+        parse = _PARSERS[field.name]
+        given = flags.get(field.name)
+        if isinstance(given, bool):
+            values[field.name] = given
+            continue
+        if given is not None:
+            source, text = flag_name(field.name), str(given)
+        elif environ.get(env_name(field.name), "") != "":
+            source, text = env_name(field.name), environ[env_name(field.name)]
+        else:
+            continue
+        try:
+            values[field.name] = parse(text)
+        except ValueError as error:
+            raise ConfigError(f"{source}={text!r} is not usable: {error}") from None
+    return Config(**values)
+
+
+def load(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
+    """Parse `serve` flags from argv and resolve them against the environment."""
+    parser = argparse.ArgumentParser(prog="basra-rules serve")
+    add_arguments(parser)
+    return resolve(vars(parser.parse_args(list(argv))), environ)

@@ -1,0 +1,130 @@
+"""Refusals: one exception type carrying a gRPC code and exactly one google.rpc.ErrorInfo."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from grpc_status import rpc_status
+
+from engine import Reason, RuleError
+
+DOMAIN = "basra.v1"
+DETAILS_KEY = "grpc-status-details-bin"
+
+# Reasons that only the service raises (the engine's own are in engine.errors.Reason).
+SEQ_MISMATCH = "SEQ_MISMATCH"
+TOO_MANY_ACTIONS = "TOO_MANY_ACTIONS"
+TOO_MANY_LABELS = "TOO_MANY_LABELS"
+MALFORMED_REQUEST = "MALFORMED_REQUEST"
+UNPROCESSABLE = "UNPROCESSABLE"
+
+_CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
+    {
+        Reason.INVALID_STATE: grpc.StatusCode.INVALID_ARGUMENT,
+        Reason.INVALID_CARD: grpc.StatusCode.INVALID_ARGUMENT,
+        Reason.INVALID_ACTION: grpc.StatusCode.INVALID_ARGUMENT,
+        Reason.INVALID_SEED: grpc.StatusCode.INVALID_ARGUMENT,
+        Reason.INVALID_SEAT: grpc.StatusCode.INVALID_ARGUMENT,
+        Reason.NOT_YOUR_TURN: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.CARD_NOT_IN_HAND: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.PLAN_REQUIRED: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.UNKNOWN_PLAN: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.ILLEGAL_CAPTURE: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.MUST_CAPTURE: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.MATCH_OVER: grpc.StatusCode.FAILED_PRECONDITION,
+        Reason.STATE_TOO_COMPLEX: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        SEQ_MISMATCH: grpc.StatusCode.ABORTED,
+        TOO_MANY_ACTIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        TOO_MANY_LABELS: grpc.StatusCode.INVALID_ARGUMENT,
+        MALFORMED_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+        UNPROCESSABLE: grpc.StatusCode.INVALID_ARGUMENT,
+    }
+)
+
+
+def code_for(reason: str) -> grpc.StatusCode:
+    """Return the gRPC status code of a reason (INVALID_ARGUMENT for a reason not listed)."""
+    return _CODE_BY_REASON.get(reason, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def known_reasons() -> tuple[str, ...]:
+    """Return every reason the service can give, in a stable order."""
+    return tuple(sorted(str(r) for r in _CODE_BY_REASON))
+
+
+def camel(key: str) -> str:
+    """Return a metadata key in lowerCamelCase, as AIP-193 asks ("work_limit" -> "workLimit")."""
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server)
+    """A refused call: status code, stable reason, one English sentence, values involved."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+    def error_info(self) -> error_details_pb2.ErrorInfo:
+        """Return the google.rpc.ErrorInfo detail of this refusal."""
+        return error_details_pb2.ErrorInfo(
+            reason=self.reason, domain=DOMAIN, metadata=dict(self.metadata)
+        )
+
+    def status(self) -> grpc.Status:
+        """Return the grpc.Status to end the call with (details in the trailing metadata)."""
+        detail = any_pb2.Any()
+        detail.Pack(self.error_info())
+        rich = status_pb2.Status(
+            code=getattr(code_pb2, self.code.name), message=self.message, details=[detail]
+        )
+        return rpc_status.to_status(rich)
+
+
+def refusal(reason: str, message: str, **metadata: str | int) -> Refusal:
+    """Build a refusal for a reason, with the code the reason maps to."""
+    return Refusal(
+        code_for(reason), reason, message, {camel(k): str(v) for k, v in metadata.items()}
+    )
+
+
+def from_rule_error(error: RuleError) -> Refusal:
+    """Translate an engine refusal, keeping its reason, message and details."""
+    return Refusal(
+        code_for(error.reason.value),
+        error.reason.value,
+        error.message,
+        {camel(k): v for k, v in error.details.items()},
+    )
+
+
+def unexpected(error: BaseException) -> Refusal:
+    """Turn an exception nobody anticipated into a clean refusal that names only its type."""
+    return refusal(
+        UNPROCESSABLE,
+        "The request could not be processed and was refused; nothing was changed.",
+        error=type(error).__name__,
+    )
+
+
+def reason_in(trailing_metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+    """Return the ErrorInfo reason carried by a call's trailing metadata, if any."""
+    for key, value in trailing_metadata or ():
+        if key != DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        rich = status_pb2.Status.FromString(value)
+        for detail in rich.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return str(info.reason)
+    return None

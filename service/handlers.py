@@ -1,0 +1,217 @@
+"""The RPCs as plain request -> response functions, shared by the sync and asyncio servicers.
+
+Every function either returns its response or raises errors.Refusal; nothing here knows about
+gRPC contexts, so both servicers (and tests) call exactly the same code.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Concatenate, ParamSpec, TypeVar
+
+from basra.v1 import rules_pb2 as pb
+
+import engine
+from engine import Move, RuleError, State, Status
+from engine.rng import commitment
+from service import convert, errors
+
+P = ParamSpec("P")
+R = TypeVar("R")
+H = TypeVar("H")
+
+DRAWN_SEED_BYTES = 32
+DEFAULT_MAX_REPLAY_ACTIONS = 10_000
+
+
+def _refusing(
+    method: Callable[Concatenate[H, P], R],
+) -> Callable[Concatenate[H, P], R]:
+    """Turn the engine's RuleError raised by a handler into a Refusal with the same reason."""
+
+    @functools.wraps(method)
+    def wrapper(self: H, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except RuleError as error:
+            raise errors.from_rule_error(error) from None
+
+    return wrapper
+
+
+def _no_observation(seconds: float) -> None:
+    """Default plan-timing observer: record nothing."""
+
+
+def _draw_seed() -> bytes:
+    """Draw a fresh random seed for a match whose caller sent none."""
+    return secrets.token_bytes(DRAWN_SEED_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on the work one call may cause."""
+
+    plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
+    max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
+
+
+@dataclass(frozen=True, slots=True)
+class Handlers:
+    """The five RPCs with their limits, a plan-timing observer and a seed source."""
+
+    limits: Limits = field(default_factory=Limits)
+    observe_plan_seconds: Callable[[float], None] = _no_observation
+    draw_seed: Callable[[], bytes] = _draw_seed
+
+    @_refusing
+    def new_match(self, request: pb.NewMatchRequest) -> pb.MatchResult:
+        """Start a match from the given seed (or a drawn one) and labels."""
+        labels = _labels(request.labels)
+        seed = request.seed or self.draw_seed()
+        state, events = engine.new_match(seed, labels)
+        return self._result(state, events)
+
+    @_refusing
+    def apply(self, request: pb.ApplyRequest) -> pb.MatchResult:
+        """Check the state and the expected seq, then apply the action."""
+        state = self._checked_state(request)
+        if not request.HasField("action"):
+            raise errors.refusal(
+                engine.Reason.INVALID_ACTION, "The request carries no action.", field="action"
+            )
+        if request.HasField("expected_seq") and request.expected_seq != state.seq:
+            raise errors.refusal(
+                errors.SEQ_MISMATCH,
+                f"The state is at seq {state.seq}, not at the expected seq {request.expected_seq}.",
+                seq=state.seq,
+                expected_seq=request.expected_seq,
+            )
+        action = convert.action_from_proto(request.action)
+        limit = self.limits.plan_work_limit
+        after, events = engine.apply(state, action, work_limit=limit, check=False)
+        return self._result(after, events)
+
+    @_refusing
+    def legal_moves(self, request: pb.LegalMovesRequest) -> pb.LegalMovesResponse:
+        """List the legal moves of the seat to move."""
+        state = self._checked_state(request)
+        moves = self._moves(state)
+        return pb.LegalMovesResponse(legal_moves=convert.moves_to_proto(state.to_move, moves))
+
+    @_refusing
+    def player_view(self, request: pb.PlayerViewRequest) -> pb.PlayerViewResponse:
+        """Return what one seat may see of the state."""
+        state = self._checked_state(request)
+        if not request.HasField("seat"):
+            raise errors.refusal(
+                engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
+            )
+        seat = request.seat
+        if seat == state.to_move:
+            # Generates (and times) the plans that seat_view then finds in the engine's cache.
+            self._moves(state)
+        limit = self.limits.plan_work_limit
+        view = engine.seat_view(state, seat, limit)
+        return pb.PlayerViewResponse(view=convert.view_to_proto(view))
+
+    @_refusing
+    def replay(self, request: pb.ReplayRequest) -> pb.ReplayResponse:
+        """Rebuild a match from its seed and actions; a refused action is reported, not raised."""
+        count, limit = len(request.actions), self.limits.max_replay_actions
+        if count > limit:
+            raise errors.refusal(
+                errors.TOO_MANY_ACTIONS,
+                f"A replay may carry at most {limit} actions, not {count}.",
+                actions=count,
+                max_actions=limit,
+            )
+        labels = _labels(request.labels)
+        actions: list[engine.Action] = []
+        unreadable: RuleError | None = None
+        for message in request.actions:
+            try:
+                actions.append(convert.action_from_proto(message))
+            except RuleError as error:
+                unreadable = error
+                break
+        work = self.limits.plan_work_limit
+        result = engine.replay(request.seed, actions, labels, work)
+        index, refused = result.refused_index, result.error
+        if index is None and unreadable is not None:
+            index, refused = len(actions), unreadable
+        response = pb.ReplayResponse(
+            state=convert.state_to_proto(result.state),
+            events=convert.events_to_proto(result.events),
+            legal_moves=convert.moves_to_proto(result.state.to_move, self._moves(result.state)),
+            refused_index=index,
+        )
+        if refused is not None:
+            as_refusal = errors.from_rule_error(refused)
+            response.refusal.CopyFrom(
+                pb.Refusal(
+                    reason=as_refusal.reason,
+                    message=as_refusal.message,
+                    metadata=as_refusal.metadata,
+                )
+            )
+        return response
+
+    def _checked_state(
+        self, request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest
+    ) -> State:
+        """Return the request's state once the engine has found it consistent."""
+        if not request.HasField("state"):
+            raise errors.refusal(
+                engine.Reason.INVALID_STATE, "The request carries no state.", field="state"
+            )
+        state = convert.state_from_proto(request.state)
+        engine.check_state(state)
+        return state
+
+    def _moves(self, state: State) -> tuple[Move, ...]:
+        """Legal moves of the seat to move, timing the plan generation of each card."""
+        if state.status is Status.OVER or state.to_move is None:
+            return ()
+        floor = state.floor_mask
+        limit = self.limits.plan_work_limit
+        observe = self.observe_plan_seconds
+        moves = []
+        for card in state.hands[state.to_move]:
+            started = perf_counter()
+            plans = engine.plans_for(card, floor, limit)
+            observe(perf_counter() - started)
+            moves.append(Move(card, plans, not plans))
+        return tuple(moves)
+
+    def _result(self, state: State, events: tuple[engine.Event, ...]) -> pb.MatchResult:
+        """The result of NewMatch and Apply: state, events as everyone and each seat sees them."""
+        return pb.MatchResult(
+            state=convert.state_to_proto(state),
+            events=convert.events_to_proto(events),
+            legal_moves=convert.moves_to_proto(state.to_move, self._moves(state)),
+            seat_events=[
+                pb.SeatEvents(
+                    seat=seat,
+                    events=convert.events_to_proto(engine.seat_events(events, seat)),
+                )
+                for seat in (0, 1)
+            ],
+            seed_commitment=commitment(state.seed),
+        )
+
+
+def _labels(labels: Iterable[str]) -> tuple[str, str]:
+    """Return the two labels of a request, refusing more than two."""
+    given = list(labels)
+    if len(given) > 2:
+        raise errors.refusal(
+            errors.TOO_MANY_LABELS,
+            f"A match has two players, so at most two labels, not {len(given)}.",
+            labels=len(given),
+        )
+    return convert.labels_from_proto(given)

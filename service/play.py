@@ -1,0 +1,161 @@
+"""`basra-rules play`: two simple bots play a whole match against a running server.
+
+A demonstration client: it only speaks the public contract (NewMatch, then Apply with
+expected_seq until the match is over) and prints what happens in plain words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+import grpc
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
+
+# A match ends after a handful of hands (48 plays each); this only stops a runaway loop.
+MAX_ACTIONS = 20_000
+
+Bot = Callable[[pb.LegalMoves], pb.Action]
+
+
+def _value(card: str) -> int:
+    rank = card[:-1]
+    if rank in ("J", "Q", "K"):
+        return 0
+    return 1 if rank == "A" else int(rank)
+
+
+def greedy(moves: pb.LegalMoves) -> pb.Action:
+    """Take the most: prefer a Basra, then the plan with most cards; else trail the lowest card."""
+    best: tuple[tuple[int, int], pb.Move, pb.Plan] | None = None
+    for move in moves.moves:
+        for plan in move.plans:
+            score = (int(plan.basra), len(plan.cards))
+            if best is None or score > best[0]:
+                best = (score, move, plan)
+    if best is not None:
+        _, move, plan = best
+        return pb.Action(seat=moves.seat, card=move.card, plan_id=plan.id)
+    lowest = min(moves.moves, key=lambda m: _value(m.card))
+    return pb.Action(seat=moves.seat, card=lowest.card, trail=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RandomBot:
+    """Play a random card, with a random one of its plans (seeded: the same match each run)."""
+
+    rng: random.Random
+
+    def __call__(self, moves: pb.LegalMoves) -> pb.Action:
+        """Choose an action."""
+        move = self.rng.choice(list(moves.moves))
+        if move.trails:
+            return pb.Action(seat=moves.seat, card=move.card, trail=True)
+        plan = self.rng.choice(list(move.plans))
+        return pb.Action(seat=moves.seat, card=move.card, plan_id=plan.id)
+
+
+def _cards(cards: Sequence[str]) -> str:
+    return " ".join(cards) if cards else "-"
+
+
+def describe(event: pb.Event, names: Sequence[str]) -> str | None:
+    """Return one readable line for an event (None for events folded into another line)."""
+    kind = event.WhichOneof("kind")
+    if kind == "hand_started":
+        e = event.hand_started
+        return f"\n== Hand {e.hand_number}: {names[e.dealer]} deals"
+    if kind == "cards_dealt":
+        d = event.cards_dealt
+        who = names[d.seat] if d.HasField("seat") else "floor"
+        return f"   dealt to {who}: {_cards(d.cards)}"
+    if kind == "floor_fixed":
+        f = event.floor_fixed
+        return f"   floor fixed: {_cards(f.returned)} back, {_cards(f.replacements)} dealt"
+    if kind == "captured":
+        c = event.captured
+        return f"{names[c.seat]:>8} plays {c.card:>3} and takes {_cards(c.cards)}"
+    if kind == "trailed":
+        t = event.trailed
+        return f"{names[t.seat]:>8} plays {t.card:>3} and trails it"
+    if kind == "basra_scored":
+        return f"{'':>8} BASRA for {names[event.basra_scored.seat]}!"
+    if kind == "leftovers_awarded":
+        left = event.leftovers_awarded
+        who = names[left.seat] if left.HasField("seat") else "nobody"
+        return f"   leftovers {_cards(left.cards)} go to {who}"
+    if kind == "hand_scored":
+        h = event.hand_scored
+        parts = [
+            f"{names[s]} {score.cards} cards, {score.hand_total} points "
+            f"(total {score.running_total})"
+            for s, score in enumerate(h.seats)
+        ]
+        carry = f"; carry {h.carry_after}" if h.carry_after else ""
+        return f"-- Hand {h.hand_number} scored: " + " | ".join(parts) + carry
+    if kind == "match_over":
+        m = event.match_over
+        return f"\n== {names[m.winner]} wins, {m.totals[0]} to {m.totals[1]}"
+    return None  # card_played is shown with its capture or trail; hidden deals never appear
+
+
+def play(
+    stub: rules_pb2_grpc.RulesServiceStub,
+    seed: bytes,
+    names: tuple[str, str],
+    out: TextIO,
+    timeout: float,
+) -> pb.State:
+    """Play one match to its end, printing each event; return the final state."""
+    bots: tuple[Bot, Bot] = (greedy, RandomBot(random.Random(seed)))
+
+    def call(method: Callable[..., pb.MatchResult], request: object) -> pb.MatchResult:
+        metadata = (("x-request-id", uuid.uuid4().hex),)
+        return method(request, timeout=timeout, metadata=metadata)
+
+    result = call(stub.NewMatch, pb.NewMatchRequest(seed=seed, labels=list(names)))
+    print(f"Seed commitment {result.seed_commitment.hex()}", file=out)
+    for _ in range(MAX_ACTIONS):
+        for event in result.events:
+            line = describe(event, names)
+            if line is not None:
+                print(line, file=out)
+        state = result.state
+        if state.status == pb.STATUS_OVER:
+            return state
+        moves = result.legal_moves
+        action = bots[moves.seat](moves)
+        request = pb.ApplyRequest(state=state, action=action, expected_seq=state.seq)
+        result = call(stub.Apply, request)
+    raise RuntimeError(f"the match did not end within {MAX_ACTIONS} actions")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of `play`."""
+    parser.add_argument("--target", default="localhost:50051", help="server address")
+    parser.add_argument("--seed", default=None, help="match seed in hex (default: random)")
+    parser.add_argument("--names", nargs=2, default=("Greedy", "Random"), metavar="NAME")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Play a match against --target; return the exit code."""
+    try:
+        seed = bytes.fromhex(args.seed) if args.seed else random.randbytes(16)
+    except ValueError:
+        print("--seed must be hexadecimal", file=sys.stderr)
+        return 2
+    with grpc.insecure_channel(args.target) as channel:
+        stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            play(stub, seed, (args.names[0], args.names[1]), out, args.timeout)
+        except grpc.RpcError as error:
+            print(f"call failed: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 1
+    return 0

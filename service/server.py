@@ -1,0 +1,164 @@
+"""Building one gRPC server (sync or asyncio): RulesService, health, reflection, options.
+
+A server starts NOT_SERVING, turns SERVING once started, and on shutdown turns NOT_SERVING for
+every service before it stops accepting calls and lets in-flight calls finish within the grace.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import _async as health_aio  # the module health.aio re-exports
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from service.config import Config
+from service.handlers import Handlers, Limits
+from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
+from service.metrics import Metrics
+from service.servicer import SERVICE_NAME, AsyncRulesServicer, RulesServicer, add_to_server
+
+HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
+# Health names that probes ask about: "" (the whole server) and the rules service.
+HEALTH_NAMES = ("", SERVICE_NAME)
+# Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing.
+SYNC_THREADS = 8
+# Keepalive: ping idle clients every minute to find dead peers; let clients ping every 10 s.
+KEEPALIVE_MS = 60_000
+KEEPALIVE_TIMEOUT_MS = 20_000
+MIN_CLIENT_PING_MS = 10_000
+
+
+def grpc_options(config: Config) -> list[tuple[str, int]]:
+    """Return the channel arguments of a server: sizes, port sharing, keepalive, connection age."""
+    options = [
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.so_reuseport", 1),
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_MS),
+        ("grpc.http2.max_ping_strikes", 2),
+    ]
+    if config.max_connection_age_seconds > 0:
+        options.append(
+            ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000))
+        )
+        options.append(
+            (
+                "grpc.max_connection_age_grace_ms",
+                int(config.max_connection_age_grace_seconds * 1000),
+            )
+        )
+    return options
+
+
+def make_handlers(config: Config, metrics: Metrics | None) -> Handlers:
+    """Return the RPC handlers with the configured limits, timing plans into `metrics`."""
+    limits = Limits(config.plan_work_limit, config.max_replay_actions)
+    if metrics is None:
+        return Handlers(limits)
+    return Handlers(limits, observe_plan_seconds=metrics.plan_seconds.observe)
+
+
+def _address(config: Config, port: int) -> str:
+    return f"{config.host}:{port}"
+
+
+def _bind(server: Any, address: str) -> int:
+    """Listen on `address`; refuse clearly when the port cannot be had."""
+    # Issue 5 (TLS) replaces this with add_secure_port when certificates are configured.
+    try:
+        port = int(server.add_insecure_port(address))
+    except RuntimeError as error:
+        raise OSError(f"cannot listen on {address}: {error}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port
+
+
+def _service_names(config: Config) -> tuple[str, ...]:
+    names = [SERVICE_NAME, HEALTH_SERVICE_NAME]
+    if config.reflection:
+        names.append(reflection.SERVICE_NAME)
+    return tuple(names)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncServer:
+    """A built thread-pool server, its health servicer and its bound port."""
+
+    server: grpc.Server
+    health: health.HealthServicer
+    port: int
+
+    def start(self) -> None:
+        """Start serving and report SERVING."""
+        self.server.start()
+        for name in HEALTH_NAMES:
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace: float) -> None:
+        """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+
+
+def build_sync(config: Config, observer: CallObserver, port: int | None = None) -> SyncServer:
+    """Build (not start) a thread-pool server on the configured host and `port`."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc"),
+        interceptors=[ObservingInterceptor(observer)],
+        options=grpc_options(config),
+    )
+    add_to_server(RulesServicer(make_handlers(config, observer.metrics)), server)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    for name in HEALTH_NAMES:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if config.reflection:
+        reflection.enable_server_reflection(_service_names(config), server)
+    bound = _bind(server, _address(config, config.port if port is None else port))
+    return SyncServer(server, health_servicer, bound)
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncServer:
+    """A built asyncio server, its health servicer and its bound port."""
+
+    server: grpc.aio.Server
+    health: health_aio.HealthServicer
+    port: int
+
+    async def start(self) -> None:
+        """Start serving and report SERVING."""
+        await self.server.start()
+        for name in HEALTH_NAMES:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float) -> None:
+        """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+
+async def build_async(
+    config: Config, observer: CallObserver, port: int | None = None
+) -> AsyncServer:
+    """Build (not start) an asyncio server; call it inside the event loop that will run it."""
+    server = grpc.aio.server(
+        interceptors=[AsyncObservingInterceptor(observer)], options=grpc_options(config)
+    )
+    add_to_server(AsyncRulesServicer(make_handlers(config, observer.metrics)), server)
+    health_servicer = health_aio.HealthServicer()
+    for name in HEALTH_NAMES:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if config.reflection:
+        reflection.enable_server_reflection(_service_names(config), server)
+    bound = _bind(server, _address(config, config.port if port is None else port))
+    return AsyncServer(server, health_servicer, bound)

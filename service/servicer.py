@@ -1,0 +1,168 @@
+# ruff: noqa: N802 (method names are the RPC names that grpc looks up)
+"""The RulesService servicers (sync and asyncio) and their registration on a server.
+
+Both servicers call the same handlers; they differ only in how a refusal ends the call.
+Registration reads request bodies with a reader that never raises, because grpc would answer
+an unreadable body with INTERNAL; the servicer refuses it with INVALID_ARGUMENT instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
+from google.protobuf.message import Message
+
+from service import errors
+from service.errors import Refusal
+from service.handlers import Handlers
+
+SERVICE_NAME = "basra.v1.RulesService"
+
+# Request and response types of each RPC, in the order of the .proto.
+METHODS: dict[str, tuple[type[Message], type[Message]]] = {
+    "NewMatch": (pb.NewMatchRequest, pb.MatchResult),
+    "Apply": (pb.ApplyRequest, pb.MatchResult),
+    "LegalMoves": (pb.LegalMovesRequest, pb.LegalMovesResponse),
+    "PlayerView": (pb.PlayerViewRequest, pb.PlayerViewResponse),
+    "Replay": (pb.ReplayRequest, pb.ReplayResponse),
+}
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A request body that does not parse as its message type."""
+
+    message_type: str
+    size: int
+
+
+def _reader(message_type: type[Message]) -> Callable[[bytes], Message | Unreadable]:
+    """Return a request deserializer that yields Unreadable instead of raising."""
+    parse = message_type.FromString
+
+    def read(data: bytes) -> Message | Unreadable:
+        try:
+            return parse(data)
+        except Exception:  # any parse failure is the caller's malformed input
+            return Unreadable(message_type.DESCRIPTOR.name, len(data))
+
+    return read
+
+
+def respond(handler: Callable[[Req], Resp], request: Req | Unreadable) -> Resp:
+    """Run a handler; every failure leaves as a Refusal, whatever raised it."""
+    if isinstance(request, Unreadable):
+        raise errors.refusal(
+            errors.MALFORMED_REQUEST,
+            f"The request body is not a valid {request.message_type} message.",
+            message_type=request.message_type,
+            size=request.size,
+        )
+    try:
+        return handler(request)
+    except Refusal:
+        raise
+    except Exception as error:  # the promise: no input ends a call with UNKNOWN/INTERNAL
+        raise errors.unexpected(error) from error
+
+
+class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
+    """Servicer for grpc's thread-pool server."""
+
+    def __init__(self, handlers: Handlers) -> None:
+        self._handlers = handlers
+
+    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> pb.MatchResult:
+        """Start a match."""
+        return _answer(self._handlers.new_match, request, context)
+
+    def Apply(self, request: Any, context: grpc.ServicerContext) -> pb.MatchResult:
+        """Apply one action."""
+        return _answer(self._handlers.apply, request, context)
+
+    def LegalMoves(self, request: Any, context: grpc.ServicerContext) -> pb.LegalMovesResponse:
+        """List the legal moves."""
+        return _answer(self._handlers.legal_moves, request, context)
+
+    def PlayerView(self, request: Any, context: grpc.ServicerContext) -> pb.PlayerViewResponse:
+        """Return one seat's view."""
+        return _answer(self._handlers.player_view, request, context)
+
+    def Replay(self, request: Any, context: grpc.ServicerContext) -> pb.ReplayResponse:
+        """Replay a match."""
+        return _answer(self._handlers.replay, request, context)
+
+
+def _answer(
+    handler: Callable[[Req], Resp], request: Req | Unreadable, context: grpc.ServicerContext
+) -> Resp:
+    try:
+        return respond(handler, request)
+    except Refusal as refusal:
+        status = refusal.status()
+        # set + abort rather than abort_with_status: grpc_testing's context lacks the latter.
+        context.set_trailing_metadata(status.trailing_metadata)
+        context.abort(status.code, status.details)
+        raise  # abort always raises; this line only tells type checkers so
+
+
+class AsyncRulesServicer(rules_pb2_grpc.RulesServiceServicer):
+    """Servicer for grpc's asyncio server; handlers are fast and CPU-bound, so run inline."""
+
+    def __init__(self, handlers: Handlers) -> None:
+        self._handlers = handlers
+
+    async def NewMatch(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """Start a match."""
+        return await _answer_async(self._handlers.new_match, request, context)
+
+    async def Apply(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """Apply one action."""
+        return await _answer_async(self._handlers.apply, request, context)
+
+    async def LegalMoves(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """List the legal moves."""
+        return await _answer_async(self._handlers.legal_moves, request, context)
+
+    async def PlayerView(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """Return one seat's view."""
+        return await _answer_async(self._handlers.player_view, request, context)
+
+    async def Replay(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """Replay a match."""
+        return await _answer_async(self._handlers.replay, request, context)
+
+
+async def _answer_async(
+    handler: Callable[[Req], Resp],
+    request: Req | Unreadable,
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> Resp:
+    try:
+        return respond(handler, request)
+    except Refusal as refusal:
+        status = refusal.status()
+        await context.abort(status.code, status.details, status.trailing_metadata)
+        raise
+
+
+def add_to_server(servicer: RulesServicer | AsyncRulesServicer, server: Any) -> None:
+    """Register a servicer on a sync or asyncio server, with never-raising request readers."""
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, name),
+            request_deserializer=_reader(request_type),
+            response_serializer=response_type.SerializeToString,
+        )
+        for name, (request_type, response_type) in METHODS.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)

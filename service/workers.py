@@ -1,0 +1,274 @@
+"""Worker processes sharing one gRPC port (SO_REUSEPORT) under a supervising parent.
+
+As in grpc's multiprocessing example, the parent reserves the port with a bound (not
+listening) SO_REUSEPORT socket and starts the workers, which each run a whole gRPC server on
+that port; the kernel spreads connections across them. Workers are spawned, not forked, so no
+gRPC state ever crosses a fork. The parent never touches gRPC: it serves /metrics aggregated
+from every worker (prometheus-client multiprocess mode), replaces a worker that dies, and on
+SIGTERM forwards it to every worker and waits for them to drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from types import FrameType
+from typing import Any
+
+from prometheus_client import multiprocess
+
+from service import metrics
+from service.config import Config
+from service.logs import Logger, make_logger
+
+# How long a worker may take to import, build and start its server.
+STARTUP_SECONDS = 60.0
+# How often a waiting process looks at its flags (parent alive, stop asked).
+POLL_SECONDS = 0.25
+# Beyond the grace, how long the parent waits for a worker before killing it.
+EXIT_MARGIN_SECONDS = 5.0
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """Bind (without listening) an SO_REUSEPORT socket, so the port is ours for the workers."""
+    name = host.strip("[]") or None
+    family, kind, proto, _, address = socket.getaddrinfo(
+        name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _on_stop_signals(action: Callable[[], None]) -> None:
+    """Run `action` on SIGTERM and SIGINT (both mean: stop gracefully)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        action()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def worker_main(config: Config, port: int, ready: Connection) -> None:
+    """Run one worker: serve on the shared port until SIGTERM or until the parent is gone."""
+    logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
+    from service.interceptors import CallObserver  # grpc is imported by workers only
+
+    observer = CallObserver(metrics.Metrics.create(None), logger)
+    if config.io == "asyncio":
+        asyncio.run(_serve_async(config, observer, port, ready, logger))
+    else:
+        _serve_sync(config, observer, port, ready, logger)
+
+
+def _serve_sync(
+    config: Config, observer: Any, port: int, ready: Connection, logger: Logger
+) -> None:
+    from service.server import build_sync
+
+    stop = threading.Event()
+    _on_stop_signals(stop.set)
+    server = build_sync(config, observer, port)
+    server.start()
+    ready.send(server.port)
+    ready.close()
+    parent = os.getppid()
+    while not stop.wait(POLL_SECONDS):
+        if os.getppid() != parent:
+            logger.warning("parent gone, stopping")
+            break
+    logger.info("worker stopping", grace_seconds=config.grace_seconds)
+    server.stop(config.grace_seconds)
+    logger.info("worker stopped")
+
+
+async def _serve_async(
+    config: Config, observer: Any, port: int, ready: Connection, logger: Logger
+) -> None:
+    from service.server import build_async
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    server = await build_async(config, observer, port)
+    await server.start()
+    ready.send(server.port)
+    ready.close()
+    parent = os.getppid()
+    while True:
+        try:
+            await asyncio.wait_for(stop.wait(), POLL_SECONDS)
+            break
+        except TimeoutError:
+            if os.getppid() != parent:
+                logger.warning("parent gone, stopping")
+                break
+    logger.info("worker stopping", grace_seconds=config.grace_seconds)
+    await server.stop(config.grace_seconds)
+    logger.info("worker stopped")
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A started worker process and the slot it fills."""
+
+    slot: int
+    process: BaseProcess
+
+
+class StartupError(RuntimeError):
+    """A worker exited or stayed silent before it started serving."""
+
+
+def _start_worker(config: Config, port: int, slot: int) -> Worker:
+    """Spawn a worker and wait until it serves; refuse if it dies or stays silent."""
+    context = multiprocessing.get_context("spawn")
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(
+        target=worker_main, args=(config, port, writer), name=f"basra-worker-{slot}", daemon=False
+    )
+    process.start()
+    writer.close()
+    try:
+        if not wait([reader, process.sentinel], STARTUP_SECONDS) or not reader.poll():
+            raise StartupError(f"worker {slot} did not start (exit code {process.exitcode})")
+        try:
+            reader.recv()
+        except EOFError:
+            raise StartupError(f"worker {slot} exited while starting") from None
+    except StartupError:
+        if process.is_alive():
+            process.kill()
+        process.join()
+        raise
+    finally:
+        reader.close()
+    return Worker(slot, process)
+
+
+def _signal_all(workers: dict[int, Worker], signum: int) -> None:
+    for worker in workers.values():
+        pid = worker.process.pid
+        if pid is not None and worker.process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+
+def supervise(config: Config, logger: Logger) -> int:
+    """Run the workers until SIGTERM/SIGINT; return the process exit code."""
+    own_dir = config.metrics_dir is None
+    directory = metrics.prepare_directory(
+        config.metrics_dir or tempfile.mkdtemp(prefix="basra-metrics-")
+    )
+    metrics.enable_multiprocess(directory)
+    workers: dict[int, Worker] = {}
+    stopping = threading.Event()
+
+    def stop() -> None:
+        # Forward at once, so every worker reports NOT_SERVING as early as possible.
+        stopping.set()
+        _signal_all(workers, signal.SIGTERM)
+
+    _on_stop_signals(stop)
+    try:
+        reservation = reserve_port(config.host, config.port)
+    except OSError as error:
+        logger.error("cannot reserve the gRPC port", port=config.port, error=str(error))
+        return 1
+    try:
+        metrics_port = None
+        if config.metrics_port:
+            registry = metrics.multiprocess_registry(directory)
+            metrics_port = metrics.serve(config.host, config.metrics_port, registry)
+        port = int(reservation.getsockname()[1])
+        try:
+            for slot in range(config.workers):
+                if stopping.is_set():
+                    break
+                workers[slot] = _start_worker(config, port, slot)
+                if stopping.is_set():  # the signal came while this worker was starting
+                    _signal_all(workers, signal.SIGTERM)
+        except StartupError as error:
+            logger.error("worker failed to start", error=str(error))
+            stop()
+            _drain(workers, config, logger)
+            return 1
+        logger.info(
+            "serving",
+            port=port,
+            metrics_port=metrics_port,
+            workers=len(workers),
+            pids=[w.process.pid for w in workers.values()],
+            io=config.io,
+        )
+        _watch(workers, config, port=port, directory=directory, stopping=stopping, logger=logger)
+        _drain(workers, config, logger)
+        return 0
+    finally:
+        reservation.close()
+        if own_dir:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _watch(
+    workers: dict[int, Worker],
+    config: Config,
+    *,
+    port: int,
+    directory: str,
+    stopping: threading.Event,
+    logger: Logger,
+) -> None:
+    """Replace workers that die until asked to stop."""
+    while not stopping.is_set():
+        by_sentinel = {w.process.sentinel: w for w in workers.values()}
+        for sentinel in wait(list(by_sentinel), POLL_SECONDS):
+            if stopping.is_set():
+                return
+            dead = by_sentinel[sentinel]  # type: ignore[index]
+            dead.process.join()
+            logger.warning(
+                "worker died, replacing it", pid=dead.process.pid, exit_code=dead.process.exitcode
+            )
+            if dead.process.pid is not None:
+                multiprocess.mark_process_dead(dead.process.pid, directory)  # type: ignore[no-untyped-call]
+            try:
+                workers[dead.slot] = _start_worker(config, port, dead.slot)
+            except StartupError as error:
+                logger.error("replacement worker failed to start", error=str(error))
+                time.sleep(1.0)  # the dead entry stays; it is retried on the next round
+                continue
+            logger.info("worker replaced", pid=workers[dead.slot].process.pid)
+            if stopping.is_set():
+                _signal_all(workers, signal.SIGTERM)
+
+
+def _drain(workers: dict[int, Worker], config: Config, logger: Logger) -> None:
+    """Wait for every worker to finish its graceful stop; kill those past the deadline."""
+    deadline = time.monotonic() + config.grace_seconds + EXIT_MARGIN_SECONDS
+    for worker in workers.values():
+        worker.process.join(max(0.0, deadline - time.monotonic()))
+        if worker.process.exitcode is None:
+            logger.error("worker did not stop in time, killing it", pid=worker.process.pid)
+            worker.process.kill()
+            worker.process.join()
+    logger.info("stopped", workers=len(workers))
