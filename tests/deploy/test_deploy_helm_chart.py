@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from deploy_support import (
     KUBE_VERSIONS,
     NAMESPACE,
     RELEASE,
+    REPO,
     TEST_SIGNING_KEYS,
     check_references,
     container,
@@ -490,3 +492,11 @@ def test_packaged_chart_renders_like_the_directory(tmp_path: Path) -> None:
         assert packaged.schema is not None
         rendered = packaged.render(dict(ALL_ON), name=RELEASE, namespace=NAMESPACE)
     assert manifests(rendered) == manifests(render(ALL_ON))
+
+
+def test_app_version_is_the_project_version(default_objects: list[dict[str, Any]]) -> None:
+    """The chart's appVersion, hence the default image tag, is the Python project's version."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    assert chart["appVersion"] == project
+    assert container(default_objects)["image"] == f"basra-rules:{project}"
