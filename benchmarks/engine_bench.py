@@ -25,6 +25,9 @@ from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "engine"))
+
+import brute  # noqa: E402
 
 from engine import (  # noqa: E402
     Action,
@@ -38,7 +41,6 @@ from engine import (  # noqa: E402
 )
 from engine.cards import NUMERIC_MASK, code, codes, mask_of  # noqa: E402
 from engine.plans import clear_caches, plan_work  # noqa: E402
-from tests.engine import brute  # noqa: E402
 
 T = TypeVar("T")
 
