@@ -1,0 +1,82 @@
+"""The test helpers themselves: built states are consistent, the brute force parses strictly."""
+
+from __future__ import annotations
+
+import brute
+import pytest
+from states import build, last_play, rest, scene, seed_for_dealer
+
+from engine import check_state, codes, new_match
+
+
+@pytest.mark.parametrize("dealer", [0, 1])
+@pytest.mark.parametrize("hand_number", [1, 2, 7])
+def test_built_states_pass_check_state(dealer: int, hand_number: int) -> None:
+    """Builder states at several points of a hand are accepted, with the derived turn and seq."""
+    first = build(
+        (["2C", "3C", "4C", "5C"], ["2D", "3D", "4D", "5D"]),
+        ["6C", "6D", "8H", "9S"],
+        dealer=dealer,
+        hand_number=hand_number,
+    )
+    check_state(first)
+    assert first.to_move == 1 - dealer
+    assert first.seq == 48 * (hand_number - 1)
+    assert len(first.deck) == 40
+    hands: list[list[str]] = [["2C", "3C"], ["2D", "3D"]]
+    hands[dealer].append("4D")
+    mid = build(
+        (hands[0], hands[1]),
+        ["9H"],
+        ([], ["AC", "AD"]),
+        deck=brute.ALL_CODES[-16:],
+        rest_to=1,
+        dealer=dealer,
+        hand_number=hand_number,
+    )
+    assert mid.to_move == dealer
+    assert len(mid.deck) == 16
+    assert mid.seq == 48 * (hand_number - 1) + (40 - 16) + (8 - 5)
+    check_state(mid)
+
+
+def test_scene_and_last_play_states_pass_check_state() -> None:
+    """The shortcuts build consistent states too."""
+    for seat in (0, 1):
+        state = scene(["5C", "KD"], ["5H"], seat=seat)
+        check_state(state)
+        assert state.to_move == seat
+    ending = last_play((brute.ALL_CODES[:26], brute.ALL_CODES[26:]), played="2C", floor_card="AC")
+    check_state(ending)
+    assert ending.plays_in_hand == 47
+
+
+def test_builder_refuses_impossible_layouts() -> None:
+    """Hand sizes that cannot occur or a deck that is not whole rounds are refused."""
+    with pytest.raises(ValueError):
+        build((["2C"], ["2D", "3D", "4D"]), ["KH"], rest_to=0)
+    with pytest.raises(ValueError):
+        build((["2C"], ["2D"]), ["KH"], deck=["AC"], rest_to=0)
+
+
+def test_seed_for_dealer_and_rest() -> None:
+    """The seed helper gives the asked dealer; rest lists unused cards in canonical order."""
+    for dealer in (0, 1):
+        assert new_match(seed_for_dealer(dealer))[0].dealer == dealer
+    assert rest(brute.ALL_CODES[1:]) == ["AC"]
+    assert codes(range(52)) == brute.ALL_CODES
+
+
+@pytest.mark.parametrize("text", ["1C", "AX", "", "10", "J", "ac"])
+def test_brute_force_parses_card_codes_strictly(text: str) -> None:
+    """The brute force has its own parser; it refuses what is not a card."""
+    with pytest.raises(ValueError):
+        brute.index_of(text)
+
+
+def test_brute_force_refuses_repeated_cards() -> None:
+    """A floor with a card twice, or the played card on the floor, is not a position."""
+    with pytest.raises(ValueError):
+        brute.plans("5C", ["2D", "2D"])
+    with pytest.raises(ValueError):
+        brute.plans("5C", ["5C"])
