@@ -9,7 +9,7 @@ import pytest
 
 from engine import code, codes, plans_for
 
-FLOORS_PER_SHARD = 60
+FLOORS_PER_SHARD = 30
 SHARDS = 8
 
 
@@ -60,7 +60,7 @@ def test_engine_plans_equal_brute_force_on_random_floors(shard: int) -> None:
             if card not in floor:
                 compare(card, floor)
                 cases += 1
-    assert cases > 2000
+    assert cases > 1000
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
@@ -69,8 +69,8 @@ def test_engine_plans_equal_brute_force_on_small_numeric_floors(shard: int) -> N
     rng = random.Random(f"brute-vs-engine-small/{shard}")
     small = list(range(24))
     most = 0
-    for _ in range(FLOORS_PER_SHARD // 2):
-        floor = rng.sample(small, rng.randint(2, 10))
+    for _ in range(FLOORS_PER_SHARD):
+        floor = rng.sample(small, rng.randint(2, 9))
         for card in range(52):
             if card not in floor:
                 most = max(most, compare(card, floor))

@@ -38,7 +38,7 @@ from engine import (
 from engine.view import HiddenDeal
 
 PROPERTY_SETTINGS = settings(
-    max_examples=40,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
