@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from play import play_match
+from random_play import play_match
 
 from engine import CardsDealt, FloorFixed, new_match, replay, rng
 

@@ -9,7 +9,7 @@ from dataclasses import fields
 import brute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from play import random_action
+from random_play import random_action
 
 from engine import (
     Action,

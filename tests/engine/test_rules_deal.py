@@ -6,7 +6,7 @@ import itertools
 import random
 
 import pytest
-from play import play_match
+from random_play import play_match
 from states import refusal
 
 from engine import (

@@ -58,6 +58,7 @@ def test_jack_sweeps_every_floor_card_including_queen_king_and_seven_of_diamonds
     assert after.floor == ()
     assert sorted(after.captured[1]) == sorted(parse_cards(["JC", *floor]))
     assert Swept(1, parse_card("JC"), tuple(sorted(parse_cards(floor)))) in events
+    assert after.last_capturer == 1
 
 
 def test_jack_sweep_is_never_a_basra() -> None:

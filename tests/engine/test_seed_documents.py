@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import brute
-from play import play_match
+from random_play import play_match
 from states import act, build, last_play, refused_play, scene
 
 from engine import (

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from play import play_match
+from random_play import play_match
 from states import build, refusal, refused_play, scene
 
 from engine import (
