@@ -1,0 +1,157 @@
+"""The rules server as `basra-rules serve` builds it, plus a no-op RPC for the load benchmark.
+
+benchmarks/load_bench.py needs, in one server configuration, both the real RulesService and a
+call that does nothing but carry a payload of the same size, to tell gRPC's own cost from the
+service's. This runner builds every worker's server with the service's own builders
+(service.server.build_sync / build_async: same interceptors, metrics, health, reflection and
+options) and adds one benchmark-only method, /basra.bench.Noop/Echo, that takes the raw request
+bytes and answers a fixed reply of a given size. It never ships: it lives under benchmarks/.
+
+    .venv/bin/python benchmarks/bench_server.py --port 50061 --workers 2 --io asyncio \
+        --reply-bytes 1500
+
+Worker processes share the port through SO_REUSEPORT as in service.workers; the parent prints
+one line "READY <port> <pid> <pid>..." once every worker serves, and stops them on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from service import config as service_config  # noqa: E402
+from service import metrics  # noqa: E402
+from service.config import Config  # noqa: E402
+from service.logs import make_logger  # noqa: E402
+
+NOOP_SERVICE = "basra.bench.Noop"
+NOOP_METHOD = "Echo"
+NOOP_PATH = f"/{NOOP_SERVICE}/{NOOP_METHOD}"
+STARTUP_SECONDS = 60.0
+
+
+def noop_handler(reply: bytes, asynchronous: bool) -> Any:
+    """Return the generic handler of the no-op method: raw bytes in, a fixed reply out."""
+    import grpc
+
+    if asynchronous:
+
+        async def echo_async(request: bytes, context: Any) -> bytes:
+            return reply
+
+        behaviour: Any = echo_async
+    else:
+
+        def echo(request: bytes, context: Any) -> bytes:
+            return reply
+
+        behaviour = echo
+    method = grpc.unary_unary_rpc_method_handler(behaviour)
+    return grpc.method_handlers_generic_handler(NOOP_SERVICE, {NOOP_METHOD: method})
+
+
+def worker_main(config: Config, port: int, reply_bytes: int, ready: Connection) -> None:
+    """Run one worker: the service's server plus the no-op method, until SIGTERM."""
+    from service.interceptors import CallObserver
+
+    logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
+    observer = CallObserver(metrics.Metrics.create(None), logger)
+    reply = b"\x01" * reply_bytes
+    if config.io == "asyncio":
+        asyncio.run(_serve_async(config, observer, port, reply, ready))
+    else:
+        _serve_sync(config, observer, port, reply, ready)
+
+
+def _serve_sync(config: Config, observer: Any, port: int, reply: bytes, ready: Connection) -> None:
+    from service.server import build_sync
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server = build_sync(config, observer, port)
+    server.server.add_generic_rpc_handlers((noop_handler(reply, asynchronous=False),))
+    server.start()
+    ready.send(server.port)
+    ready.close()
+    stop.wait()
+    server.stop(1.0)
+
+
+async def _serve_async(
+    config: Config, observer: Any, port: int, reply: bytes, ready: Connection
+) -> None:
+    from service.server import build_async
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    server = await build_async(config, observer, port)
+    server.server.add_generic_rpc_handlers((noop_handler(reply, asynchronous=True),))
+    await server.start()
+    ready.send(server.port)
+    ready.close()
+    await stop.wait()
+    await server.stop(1.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the workers, print READY with the pids, stop them all on SIGTERM."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    service_config.add_arguments(parser)
+    parser.add_argument("--reply-bytes", type=int, default=1024, help="no-op reply size")
+    args = vars(parser.parse_args(argv))
+    reply_bytes = int(args.pop("reply_bytes"))
+    config = service_config.resolve(args, os.environ)
+    directory = metrics.prepare_directory(
+        config.metrics_dir or tempfile.mkdtemp(prefix="basra-bench-metrics-")
+    )
+    metrics.enable_multiprocess(directory)
+    context = multiprocessing.get_context("spawn")
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    processes = []
+    for slot in range(config.workers):
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(
+            target=worker_main, args=(config, config.port, reply_bytes, writer), name=f"w{slot}"
+        )
+        process.start()
+        writer.close()
+        if not reader.poll(STARTUP_SECONDS):
+            print(f"worker {slot} did not start", file=sys.stderr)
+            process.kill()
+            stopping.set()
+            break
+        reader.recv()
+        processes.append(process)
+    else:
+        pids = " ".join(str(p.pid) for p in processes)
+        print(f"READY {config.port} {os.getpid()} {pids}", flush=True)
+    while not stopping.wait(0.25):
+        if any(p.exitcode is not None for p in processes):
+            print("a worker died", file=sys.stderr)
+            break
+    for process in processes:
+        if process.pid is not None and process.exitcode is None:
+            os.kill(process.pid, signal.SIGTERM)
+    for process in processes:
+        process.join(10.0)
+        if process.exitcode is None:
+            process.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

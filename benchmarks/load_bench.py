@@ -1,0 +1,387 @@
+"""Load benchmark of the gRPC service: Apply against a same-size no-op, per server CPU-second.
+
+In one run and against one server configuration (benchmarks/bench_server.py: the service's own
+server builders plus a benchmark-only no-op method), this sends unary Apply calls on realistic
+mid-game states (deploy/ghz/data/apply.json) and no-op calls carrying the very same request
+bytes and a reply of the mean Apply reply size. The load generator (service.loadgen, in this
+process) shares the machine with the server, so besides wall time it counts the server's CPU
+seconds from /proc/<pid>/stat (supervisor and workers) and reports calls per server CPU-second.
+
+For each server flavour (sync thread pool, asyncio) and worker count (1, 2) it reports:
+- Apply and no-op calls per server CPU-second, and their ratio (medians over rounds that
+  alternate the two RPCs, so drift hits both alike);
+- the saturation rate (Apply calls per wall second at full concurrency) and the p50/p99
+  latency of Apply paced at half that rate;
+and across them: 2 workers against 1 in calls per server CPU-second, sync against asyncio.
+
+    .venv/bin/python benchmarks/load_bench.py                   # full run, a few minutes
+    .venv/bin/python benchmarks/load_bench.py --rounds 1 --calls 500 --io sync --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import grpc  # noqa: E402
+from basra.v1 import rules_pb2 as pb  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
+
+from service import loadgen  # noqa: E402
+from service.handlers import Handlers  # noqa: E402
+
+BENCH_SERVER = ROOT / "benchmarks" / "bench_server.py"
+APPLY_DATA = ROOT / "deploy" / "ghz" / "data" / "apply.json"
+APPLY_PATH = "/basra.v1.RulesService/Apply"
+NOOP_PATH = "/basra.bench.Noop/Echo"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STARTUP_SECONDS = 60.0
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU seconds a process has used so far (all its threads)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    # The command name may hold spaces; the fields after its closing parenthesis do not.
+    fields = text[text.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / CLOCK_TICKS
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """Return the CPU seconds used so far by several processes together."""
+    return sum(proc_cpu_seconds(pid) for pid in pids)
+
+
+def free_port() -> int:
+    """Return a loopback TCP port that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running benchmark server: its address and every process that serves."""
+
+    address: str
+    pids: tuple[int, ...]
+
+
+@contextmanager
+def bench_server(io: str, workers: int, reply_bytes: int) -> Iterator[Server]:
+    """Run benchmarks/bench_server.py until the block ends."""
+    port = free_port()
+    command = [
+        sys.executable,
+        str(BENCH_SERVER),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--metrics-port",
+        "0",
+        "--workers",
+        str(workers),
+        "--io",
+        io,
+        "--log-level",
+        "warning",
+        "--reply-bytes",
+        str(reply_bytes),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().split()
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"bench server did not start: {line}")
+        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One measured load run."""
+
+    rpc: str
+    calls: int
+    wall_seconds: float
+    server_cpu_seconds: float
+    errors: int
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def per_cpu_second(self) -> float:
+        """Calls per server CPU-second."""
+        return self.calls / self.server_cpu_seconds if self.server_cpu_seconds else 0.0
+
+    @property
+    def per_wall_second(self) -> float:
+        """Calls per wall-clock second."""
+        return self.calls / self.wall_seconds if self.wall_seconds else 0.0
+
+
+def measure(
+    server: Server,
+    rpc: str,
+    requests: Sequence[bytes],
+    *,
+    calls: int,
+    concurrency: int,
+    connections: int,
+    rps: float = 0.0,
+) -> Measure:
+    """Send `calls` calls of one RPC; count wall time and the server's CPU seconds."""
+    config = loadgen.LoadConfig(
+        service=(APPLY_PATH if rpc == "Apply" else NOOP_PATH).split("/")[1],
+        method=rpc if rpc == "Apply" else "Echo",
+        host=server.address,
+        total=calls,
+        concurrency=concurrency,
+        connections=connections,
+        rps=rps,
+        timeout=10.0,
+    )
+    before = cpu_seconds(server.pids)
+    started = time.perf_counter()
+    report = asyncio.run(loadgen.run_load(config, requests))
+    wall = time.perf_counter() - started
+    used = cpu_seconds(server.pids) - before
+    return Measure(
+        rpc=rpc,
+        calls=report.count,
+        wall_seconds=wall,
+        server_cpu_seconds=used,
+        errors=report.count - report.statuses.get("OK", 0),
+        p50_ms=report.percentile_ns(50) / 1e6,
+        p99_ms=report.percentile_ns(99) / 1e6,
+    )
+
+
+def apply_requests() -> tuple[list[bytes], int]:
+    """Return the encoded Apply requests of the ghz data and the mean size of their replies."""
+    items = json.loads(APPLY_DATA.read_text(encoding="utf-8"))
+    handlers = Handlers()
+    requests = []
+    reply_sizes = []
+    for item in items:
+        request = json_format.ParseDict(item, pb.ApplyRequest())
+        requests.append(request.SerializeToString())
+        reply_sizes.append(handlers.apply(request).ByteSize())
+    return requests, round(statistics.mean(reply_sizes))
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """Medians over the rounds of one server flavour and worker count."""
+
+    io: str
+    workers: int
+    apply_per_cpu_second: float
+    noop_per_cpu_second: float
+    apply_to_noop: float
+    apply_per_wall_second: float
+    noop_per_wall_second: float
+    half_saturation_rps: float
+    half_saturation_p50_ms: float
+    half_saturation_p99_ms: float
+    errors: int
+    rounds: list[dict[str, Any]]
+
+
+def run_variant(
+    io: str, workers: int, requests: Sequence[bytes], reply_bytes: int, args: argparse.Namespace
+) -> VariantResult:
+    """Measure one server flavour and worker count."""
+    connections = max(args.connections, workers)
+    rounds: list[dict[str, Any]] = []
+    with bench_server(io, workers, reply_bytes) as server:
+        for rpc in ("Apply", "Noop"):  # warm-up: imports, caches, connection setup
+            measure(
+                server,
+                rpc,
+                requests,
+                calls=args.calls // 4,
+                concurrency=args.concurrency,
+                connections=connections,
+            )
+        apply_runs: list[Measure] = []
+        noop_runs: list[Measure] = []
+        for number in range(args.rounds):
+            order = ("Apply", "Noop") if number % 2 == 0 else ("Noop", "Apply")
+            for rpc in order:
+                run = measure(
+                    server,
+                    rpc,
+                    requests,
+                    calls=args.calls,
+                    concurrency=args.concurrency,
+                    connections=connections,
+                )
+                (apply_runs if rpc == "Apply" else noop_runs).append(run)
+                rounds.append({**asdict(run), "per_cpu_second": run.per_cpu_second})
+        saturation = statistics.median(r.per_wall_second for r in apply_runs)
+        half = saturation / 2
+        paced = [
+            measure(
+                server,
+                "Apply",
+                requests,
+                calls=max(200, int(half * args.paced_seconds)),
+                concurrency=args.concurrency,
+                connections=connections,
+                rps=half,
+            )
+            for _ in range(args.rounds)
+        ]
+        for run in paced:
+            rounds.append({**asdict(run), "per_cpu_second": run.per_cpu_second, "paced": half})
+    ratios = [
+        a.per_cpu_second / n.per_cpu_second
+        for a, n in zip(apply_runs, noop_runs, strict=True)
+        if n.per_cpu_second
+    ]
+    return VariantResult(
+        io=io,
+        workers=workers,
+        apply_per_cpu_second=statistics.median(r.per_cpu_second for r in apply_runs),
+        noop_per_cpu_second=statistics.median(r.per_cpu_second for r in noop_runs),
+        apply_to_noop=statistics.median(ratios),
+        apply_per_wall_second=saturation,
+        noop_per_wall_second=statistics.median(r.per_wall_second for r in noop_runs),
+        half_saturation_rps=half,
+        half_saturation_p50_ms=statistics.median(r.p50_ms for r in paced),
+        half_saturation_p99_ms=statistics.median(r.p99_ms for r in paced),
+        errors=sum(r.errors for r in (*apply_runs, *noop_runs, *paced)),
+        rounds=rounds,
+    )
+
+
+def machine() -> dict[str, Any]:
+    """Describe the machine and the software versions."""
+    model = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "grpcio": grpc.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def report(results: Sequence[VariantResult], reply_bytes: int, request_bytes: int) -> str:
+    """Format the results as a readable table with the cross-variant comparisons."""
+    lines = [
+        f"payload: request {request_bytes} B (mean), reply {reply_bytes} B (mean; no-op alike)",
+        "",
+        f"{'server':<8} {'workers':>7} {'Apply/cpu-s':>12} {'noop/cpu-s':>11} {'ratio':>6} "
+        f"{'Apply/s':>8} {'noop/s':>8} {'half-sat rps':>12} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'errors':>6}",
+    ]
+    for r in results:
+        lines.append(
+            f"{r.io:<8} {r.workers:>7} {r.apply_per_cpu_second:>12.0f} "
+            f"{r.noop_per_cpu_second:>11.0f} {r.apply_to_noop:>6.2f} "
+            f"{r.apply_per_wall_second:>8.0f} {r.noop_per_wall_second:>8.0f} "
+            f"{r.half_saturation_rps:>12.0f} {r.half_saturation_p50_ms:>7.2f} "
+            f"{r.half_saturation_p99_ms:>7.2f} {r.errors:>6}"
+        )
+    by_key = {(r.io, r.workers): r for r in results}
+    lines.append("")
+    for io in ("sync", "asyncio"):
+        one, two = by_key.get((io, 1)), by_key.get((io, 2))
+        if one and two:
+            change = two.apply_per_cpu_second / one.apply_per_cpu_second - 1
+            lines.append(f"{io}: 2 workers vs 1, Apply calls per server CPU-second {change:+.1%}")
+    for workers in (1, 2):
+        sync, aio = by_key.get(("sync", workers)), by_key.get(("asyncio", workers))
+        if sync and aio:
+            per_cpu = aio.apply_per_cpu_second / sync.apply_per_cpu_second - 1
+            wall = aio.apply_per_wall_second / sync.apply_per_wall_second - 1
+            lines.append(
+                f"{workers} worker(s): asyncio vs sync, Apply per server CPU-second "
+                f"{per_cpu:+.1%}, per wall second {wall:+.1%}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print (and optionally save) its figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--io", nargs="+", default=["sync", "asyncio"], help="server flavours")
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="worker counts")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement")
+    parser.add_argument("--calls", type=int, default=4000, help="calls per saturated run")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight")
+    parser.add_argument("--connections", type=int, default=4, help="client connections")
+    parser.add_argument("--paced-seconds", type=float, default=3.0, help="length of paced runs")
+    parser.add_argument("--json-out", type=Path, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+
+    requests, reply_bytes = apply_requests()
+    request_bytes = round(statistics.mean(len(r) for r in requests))
+    started = datetime.datetime.now(datetime.UTC)
+    results = [
+        run_variant(io, workers, requests, reply_bytes, args)
+        for io in args.io
+        for workers in args.workers
+    ]
+    header = (
+        f"load_bench {started:%Y-%m-%d %H:%M} UTC; command: "
+        f"{' '.join(['benchmarks/load_bench.py', *(argv or sys.argv[1:])])}\n"
+        f"machine: {json.dumps(machine())}\n"
+        f"rounds {args.rounds}, {args.calls} calls per saturated run, concurrency "
+        f"{args.concurrency}, connections max({args.connections}, workers)"
+    )
+    print(header)
+    print(report(results, reply_bytes, request_bytes))
+    if args.json_out:
+        args.json_out.write_text(
+            json.dumps(
+                {
+                    "started": started.isoformat(),
+                    "argv": list(argv or sys.argv[1:]),
+                    "machine": machine(),
+                    "request_bytes": request_bytes,
+                    "reply_bytes": reply_bytes,
+                    "results": [asdict(r) for r in results],
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
