@@ -28,6 +28,12 @@ def _play(args: argparse.Namespace) -> int:
     return play.run(args)
 
 
+def _load(args: argparse.Namespace) -> int:
+    from service import loadgen
+
+    return loadgen.run_command(args)
+
+
 def parser() -> argparse.ArgumentParser:
     """Return the argument parser of the console command."""
     from service import config, play
@@ -40,6 +46,12 @@ def parser() -> argparse.ArgumentParser:
     playing = commands.add_parser("play", help="two bots play a match against a running server")
     play.add_arguments(playing)
     playing.set_defaults(run=_play)
+    # `load` (load generator reading deploy/ghz configs) is owned by service/loadgen.py.
+    from service import loadgen
+
+    loading = commands.add_parser("load", help="load-test a running server from a ghz config")
+    loadgen.add_arguments(loading)
+    loading.set_defaults(run=_load)
     return top
 
 

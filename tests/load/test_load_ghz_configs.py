@@ -1,0 +1,175 @@
+"""The ghz configs of deploy/ghz against a live server, and the load generator that reads them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from google.protobuf import json_format
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from load_support import GHZ_DIR, REPO, RunningServer, basra_rules_command, running_server
+
+from service import loadgen
+
+CONFIGS = sorted(GHZ_DIR.glob("*.json"))
+CHART_VALUES = REPO / "helm" / "basra-rules" / "values.yaml"
+RUN_SECONDS = 60
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One server for the module, started by the test on a free loopback port."""
+    with running_server(tmp_path_factory.mktemp("load-server")) as running:
+        yield running
+
+
+def _raw(path: Path) -> dict[str, Any]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(raw, dict)
+    return raw
+
+
+def test_there_is_a_config_for_each_load_tested_rpc() -> None:
+    calls = {_raw(path)["call"] for path in CONFIGS}
+    assert calls == {
+        "basra.v1.RulesService.NewMatch",
+        "basra.v1.RulesService.Apply",
+        "basra.v1.RulesService.LegalMoves",
+    }
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_uses_reflection_and_enough_connections(path: Path) -> None:
+    raw = _raw(path)
+    config = loadgen.config_from_dict(raw, REPO)
+    assert "proto" not in raw and "protoset" not in raw, "configs rely on server reflection"
+    assert raw.get("insecure") is True
+    # SO_REUSEPORT balances connections, not calls: each worker process needs one at least.
+    workers = yaml.safe_load(CHART_VALUES.read_text())["server"]["workers"]
+    assert config.connections >= workers
+    assert config.concurrency >= config.connections
+    # ghz opens data-file relative to its working directory: the docs run it from the root.
+    assert (REPO / raw["data-file"]).is_file()
+
+
+def test_data_files_are_what_the_script_generates() -> None:
+    # Loaded by path: benchmarks/ is a folder of scripts, not a package.
+    spec = importlib.util.spec_from_file_location("ghz_data", REPO / "benchmarks" / "ghz_data.py")
+    assert spec is not None and spec.loader is not None
+    ghz_data = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("ghz_data", ghz_data)  # its dataclasses look their module up
+    spec.loader.exec_module(ghz_data)
+    for name, text in ghz_data.render_all().items():
+        committed = (GHZ_DIR / "data" / name).read_text(encoding="utf-8")
+        assert committed == text, f"{name} is stale: run benchmarks/ghz_data.py"
+
+
+def _reflection_services(address: str) -> list[str]:
+    with grpc.insecure_channel(address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        (reply,) = list(stub.ServerReflectionInfo(iter([request]), timeout=10))
+        return [s.name for s in reply.list_services_response.service]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_call_is_listed_by_reflection_and_its_data_decodes(
+    server: RunningServer, path: Path
+) -> None:
+    config = loadgen.config_from_dict(_raw(path), REPO)
+    assert config.service in _reflection_services(server.address)
+    cls = loadgen.request_class(server.address, config.service, config.method)
+    assert cls.DESCRIPTOR.full_name == f"basra.v1.{config.method}Request"
+    for item in config.data:
+        # Strict: an unknown field in the data is a mistake, not something to skip.
+        message = json_format.ParseDict(dict(item), cls())
+        assert message.ByteSize() > 0
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_data_item_is_accepted_by_the_server(server: RunningServer, path: Path) -> None:
+    config = loadgen.config_from_dict(_raw(path), REPO)
+    cls = loadgen.request_class(server.address, config.service, config.method)
+    with grpc.insecure_channel(server.address) as channel:
+        call = channel.unary_unary(config.path, None, None)
+        for request in loadgen.encode_requests(cls, config.data):
+            assert len(call(request, timeout=10)) > 0
+
+
+def _load(server: RunningServer, tmp_path: Path, raw: dict[str, Any], *flags: str) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**raw, "host": server.address}))
+    done = subprocess.run(
+        [*basra_rules_command(), "load", str(path), *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=RUN_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_load_run_summary_adds_up(server: RunningServer, tmp_path: Path) -> None:
+    raw = {**_raw(GHZ_DIR / "apply.json"), "total": 300, "concurrency": 6, "connections": 2}
+    report = json.loads(_load(server, tmp_path, raw, "--json"))
+    assert report["count"] == 300
+    assert report["statusCodeDistribution"] == {"OK": 300}
+    assert report["errorDistribution"] == {}
+    latencies = [entry["latency"] for entry in report["latencyDistribution"]]
+    assert [entry["percentage"] for entry in report["latencyDistribution"]] == list(
+        loadgen.PERCENTILES
+    )
+    assert report["fastest"] <= latencies[0]
+    assert latencies == sorted(latencies)
+    assert latencies[-1] <= report["slowest"]
+    assert report["fastest"] <= report["average"] <= report["slowest"]
+    assert sum(bucket["count"] for bucket in report["histogram"]) == 300
+    assert report["rps"] == pytest.approx(300 / (report["total"] / 1e9), rel=1e-6)
+    # A call cannot take longer than the whole run, and the run took some time.
+    assert 0 < report["slowest"] <= report["total"]
+
+
+def test_load_summary_text_and_refusals_are_counted(server: RunningServer, tmp_path: Path) -> None:
+    # The same states with a stale expected_seq: every call is refused with ABORTED.
+    items = json.loads((GHZ_DIR / "data" / "apply.json").read_text())[:5]
+    stale = [{**item, "expected_seq": item.get("expected_seq", 0) + 1} for item in items]
+    raw = {
+        "call": "basra.v1.RulesService.Apply",
+        "host": server.address,
+        "insecure": True,
+        "total": 40,
+        "concurrency": 4,
+        "connections": 2,
+        "data": stale,
+    }
+    text = _load(server, tmp_path, raw)
+    assert "Summary:" in text
+    assert "  Count:\t40\n" in text
+    assert "  [Aborted]\t40 responses\n" in text
+    assert "Error distribution:" in text
+    counted = [
+        int(line.split("]")[0].strip(" ["))
+        for line in text.split("Error distribution:")[1].split("\n")
+        if line.strip()
+    ]
+    assert sum(counted) == 40
+
+
+def test_rate_limited_duration_run_stays_within_its_rate(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    raw = {**_raw(GHZ_DIR / "legal_moves.json"), "concurrency": 4, "connections": 2}
+    report = json.loads(_load(server, tmp_path, raw, "--json", "--rps", "100", "-z", "500ms"))
+    # Pacing admits call k at k/rps seconds: at most 51 start within half a second.
+    assert 1 <= report["count"] <= 51
+    assert sum(report["statusCodeDistribution"].values()) == report["count"]
