@@ -84,3 +84,39 @@ def test_cap_keeps_the_first_twelve_plans_in_order() -> None:
     assert len(every) > brute.MAX_OFFERED
     offered = plans_for(brute.index_of("7H"), _floor_mask([brute.index_of(c) for c in floor]))
     assert [set(codes(p.cards)) for p in offered] == [set(s) for s in every[:12]]
+
+
+def reachable_shaped_floor(rng: random.Random) -> list[int]:
+    """A floor of the shape a real game allows: each rank at most once (a card trails only when
+    no card of its rank lies there) plus up to 3 extra cards from the first four floor cards."""
+    floor: list[int] = []
+    for rank in range(13):
+        if rng.random() < 0.75:
+            floor.append(rank * 4 + rng.randrange(4))
+    for _ in range(rng.randint(0, 3)):
+        rank = rng.randrange(13)
+        spare = [rank * 4 + s for s in range(4) if rank * 4 + s not in floor]
+        if spare:
+            floor.append(rng.choice(spare))
+    return floor
+
+
+def test_worst_reachable_floor_gets_its_exact_plans() -> None:
+    """A 10 on four aces and one each of 2..9 (the costliest reachable shape) is answered."""
+    floor = [brute.index_of(c) for c in ("AC", "AD", "AH", "AS", "2C", "3C", "4C", "5C")]
+    floor += [brute.index_of(c) for c in ("6C", "7C", "8C", "9C")]
+    assert compare(brute.index_of("10D"), floor) == 12
+
+
+@pytest.mark.parametrize("shard", range(4))
+def test_floors_of_a_reachable_shape_are_never_too_complex(shard: int) -> None:
+    """On every such floor every card gets its exact plans, never STATE_TOO_COMPLEX."""
+    rng = random.Random(f"reachable-shape/{shard}")
+    biggest = 0
+    for _ in range(25):
+        floor = reachable_shaped_floor(rng)
+        biggest = max(biggest, len(floor))
+        for card in range(52):
+            if card not in floor:
+                compare(card, floor)
+    assert biggest >= 12
