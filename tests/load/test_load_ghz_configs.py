@@ -173,3 +173,23 @@ def test_rate_limited_duration_run_stays_within_its_rate(
     # Pacing admits call k at k/rps seconds: at most 51 start within half a second.
     assert 1 <= report["count"] <= 51
     assert sum(report["statusCodeDistribution"].values()) == report["count"]
+
+
+def test_a_method_the_server_lacks_is_refused_before_any_load(server: RunningServer) -> None:
+    with pytest.raises(loadgen.ConfigError, match="does not list"):
+        loadgen.request_class(server.address, "basra.v1.RulesService", "Shuffle")
+    with pytest.raises(loadgen.ConfigError, match="does not list"):
+        loadgen.request_class(server.address, "basra.v9.Nothing", "Apply")
+
+
+def test_without_reflection_the_generated_code_names_the_request(tmp_path: Path) -> None:
+    with running_server(tmp_path, ["--no-reflection"]) as bare:
+        with pytest.raises(loadgen.ConfigError):
+            loadgen.request_class(bare.address, "basra.v1.RulesService", "Apply")
+        cls = loadgen.request_class(
+            bare.address, "basra.v1.RulesService", "Apply", use_reflection=False
+        )
+        assert cls.DESCRIPTOR.full_name == "basra.v1.ApplyRequest"
+        raw = {**_raw(GHZ_DIR / "new_match.json"), "total": 20, "concurrency": 2, "connections": 1}
+        report = json.loads(_load(bare, tmp_path, raw, "--json", "--no-reflection"))
+        assert report["statusCodeDistribution"] == {"OK": 20}
