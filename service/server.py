@@ -108,14 +108,20 @@ class SyncServer:
         self.server.stop(grace).wait()
 
 
-def build_sync(config: Config, observer: CallObserver, port: int | None = None) -> SyncServer:
-    """Build (not start) a thread-pool server on the configured host and `port`."""
+def build_sync(
+    config: Config,
+    observer: CallObserver,
+    port: int | None = None,
+    handlers: Handlers | None = None,
+) -> SyncServer:
+    """Build (not start) a thread-pool server on the configured host and port (or `port`)."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc"),
         interceptors=[ObservingInterceptor(observer)],
         options=grpc_options(config),
     )
-    add_to_server(RulesServicer(make_handlers(config, observer.metrics)), server)
+    handlers = handlers or make_handlers(config, observer.metrics)
+    add_to_server(RulesServicer(handlers), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     for name in HEALTH_NAMES:
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -147,13 +153,17 @@ class AsyncServer:
 
 
 async def build_async(
-    config: Config, observer: CallObserver, port: int | None = None
+    config: Config,
+    observer: CallObserver,
+    port: int | None = None,
+    handlers: Handlers | None = None,
 ) -> AsyncServer:
     """Build (not start) an asyncio server; call it inside the event loop that will run it."""
     server = grpc.aio.server(
         interceptors=[AsyncObservingInterceptor(observer)], options=grpc_options(config)
     )
-    add_to_server(AsyncRulesServicer(make_handlers(config, observer.metrics)), server)
+    handlers = handlers or make_handlers(config, observer.metrics)
+    add_to_server(AsyncRulesServicer(handlers), server)
     health_servicer = health_aio.HealthServicer()
     for name in HEALTH_NAMES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

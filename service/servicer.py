@@ -82,36 +82,45 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
 
     def NewMatch(self, request: Any, context: grpc.ServicerContext) -> pb.MatchResult:
         """Start a match."""
-        return _answer(self._handlers.new_match, request, context)
+        return _answer(self._handlers.new_match, request, context, pb.MatchResult)
 
     def Apply(self, request: Any, context: grpc.ServicerContext) -> pb.MatchResult:
         """Apply one action."""
-        return _answer(self._handlers.apply, request, context)
+        return _answer(self._handlers.apply, request, context, pb.MatchResult)
 
     def LegalMoves(self, request: Any, context: grpc.ServicerContext) -> pb.LegalMovesResponse:
         """List the legal moves."""
-        return _answer(self._handlers.legal_moves, request, context)
+        return _answer(self._handlers.legal_moves, request, context, pb.LegalMovesResponse)
 
     def PlayerView(self, request: Any, context: grpc.ServicerContext) -> pb.PlayerViewResponse:
         """Return one seat's view."""
-        return _answer(self._handlers.player_view, request, context)
+        return _answer(self._handlers.player_view, request, context, pb.PlayerViewResponse)
 
     def Replay(self, request: Any, context: grpc.ServicerContext) -> pb.ReplayResponse:
         """Replay a match."""
-        return _answer(self._handlers.replay, request, context)
+        return _answer(self._handlers.replay, request, context, pb.ReplayResponse)
 
 
 def _answer(
-    handler: Callable[[Req], Resp], request: Req | Unreadable, context: grpc.ServicerContext
+    handler: Callable[[Req], Resp],
+    request: Req | Unreadable,
+    context: grpc.ServicerContext,
+    empty: Callable[[], Resp],
 ) -> Resp:
     try:
         return respond(handler, request)
     except Refusal as refusal:
         status = refusal.status()
-        # set + abort rather than abort_with_status: grpc_testing's context lacks the latter.
-        context.set_trailing_metadata(status.trailing_metadata)
-        context.abort(status.code, status.details)
-        raise  # abort always raises; this line only tells type checkers so
+        try:
+            context.abort_with_status(status)
+        except NotImplementedError:
+            # grpc_testing lacks abort_with_status and its abort drops trailing metadata, so
+            # there the status (with its ErrorInfo) is set and the call ends normally.
+            context.set_code(status.code)
+            context.set_details(status.details)
+            context.set_trailing_metadata(status.trailing_metadata)
+            return empty()
+        raise  # abort_with_status always raises; this line only tells type checkers so
 
 
 class AsyncRulesServicer(rules_pb2_grpc.RulesServiceServicer):

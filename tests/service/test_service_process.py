@@ -1,0 +1,272 @@
+"""`basra-rules serve` as its own process: workers, /metrics, SIGTERM under load, `play`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from service_support import REPO, ServerProcess, command, start_process
+
+SEED = b"process-tests"
+CLEAN_ENDINGS = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
+
+
+def _stub(port: int) -> tuple[grpc.Channel, rules_pb2_grpc.RulesServiceStub]:
+    # A local subchannel pool gives each channel its own connection, so that connections are
+    # spread over the workers instead of being shared through grpc's global pool.
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
+    return channel, rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+def _scrape(server: ServerProcess) -> dict[str, float]:
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def _calls(server: ServerProcess, channels: int, matches_each: int) -> int:
+    """Start matches and play a few moves on several connections; return the number of calls."""
+    made = 0
+    for n in range(channels):
+        channel, stub = _stub(server.port)
+        with channel:
+            for m in range(matches_each):
+                result = stub.NewMatch(pb.NewMatchRequest(seed=SEED + bytes([n, m])), timeout=5)
+                move = result.legal_moves.moves[0]
+                action = pb.Action(seat=result.legal_moves.seat, card=move.card)
+                if move.plans:
+                    action.plan_id = 1
+                stub.Apply(pb.ApplyRequest(state=result.state, action=action), timeout=5)
+                made += 2
+    return made
+
+
+def _rpc_workers(server: ServerProcess) -> set[int]:
+    return {line["worker"] for line in server.drain() if line.get("event") == "rpc"}
+
+
+def test_metrics_are_aggregated_across_workers(served: ServerProcess) -> None:
+    """/metrics on the parent holds the sums of both workers' series, histogram included."""
+    before = _scrape(served)
+    made = 0
+    # The kernel spreads connections over the workers by a hash; connect until both served.
+    for _ in range(64):
+        made += _calls(served, channels=2, matches_each=2)
+        time.sleep(0.05)  # let the log reader catch up
+        if len(_rpc_workers(served)) == 2:
+            break
+    assert len(_rpc_workers(served)) == 2, "both workers should have served connections"
+    after = _scrape(served)
+    unary = 'grpc_method="{}",grpc_service="basra.v1.RulesService",grpc_type="UNARY"'
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    methods = ("NewMatch", "Apply")
+    started = sum(delta(f"grpc_server_started_total{{{unary.format(m)}}}") for m in methods)
+    handled = sum(
+        delta(f'grpc_server_handled_total{{grpc_code="OK",{unary.format(m)}}}') for m in methods
+    )
+    assert started == handled == made
+    assert delta(f"grpc_server_handling_seconds_count{{{unary.format('Apply')}}}") == made / 2
+    # Each NewMatch and each Apply times the plans of the cards of the seat to move next.
+    assert delta("basra_plan_generation_seconds_count") >= made * 3
+    assert 'basra_plan_generation_seconds_bucket{le="1e-06"}' in after
+    assert 'basra_plan_generation_seconds_bucket{le="0.1"}' in after
+
+
+def test_refusals_are_counted_by_reason(served: ServerProcess) -> None:
+    """A refused call shows up in basra_refusals_total under its reason."""
+    name = 'basra_refusals_total{grpc_method="Apply",reason="SEQ_MISMATCH"}'
+    before = _scrape(served).get(name, 0.0)
+    channel, stub = _stub(served.port)
+    with channel:
+        result = stub.NewMatch(pb.NewMatchRequest(seed=SEED), timeout=5)
+        action = pb.Action(seat=result.legal_moves.seat, card=result.legal_moves.moves[0].card)
+        stale = pb.ApplyRequest(state=result.state, action=action, expected_seq=3)
+        with pytest.raises(grpc.RpcError) as raised:
+            stub.Apply(stale, timeout=5)
+    assert raised.value.code() is grpc.StatusCode.ABORTED
+    assert _scrape(served).get(name, 0.0) == before + 1
+
+
+def test_play_finishes_a_match_against_the_server(served: ServerProcess) -> None:
+    """`basra-rules play` plays a whole match and prints it, ending with the winner."""
+    done = subprocess.run(
+        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Seed commitment ")
+    assert any(line.startswith("== Hand 1:") for line in lines)
+    assert sum(" plays " in line for line in lines) >= 48
+    assert "wins" in lines[-1]
+
+
+def test_a_dead_worker_is_replaced(served: ServerProcess) -> None:
+    """Killing a worker: the parent logs it, starts another, and the service keeps answering."""
+    serving = served.wait_for("serving")
+    victim = serving["pids"][0]
+    os.kill(victim, signal.SIGKILL)
+    died = served.wait_for("worker died, replacing it", pid=victim)
+    assert died["exit_code"] == -signal.SIGKILL
+    replaced = served.wait_for("worker replaced", timeout=60)
+    assert replaced["pid"] not in serving["pids"]
+    assert _calls(served, channels=4, matches_each=1) == 8
+
+
+def test_configuration_errors_stop_the_command() -> None:
+    """A bad setting exits 2 naming it; a port held by someone else exits 1."""
+    bad = subprocess.run(
+        [*command(), "serve", "--workers", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--workers" in bad.stderr
+    env_bad = subprocess.run(
+        [*command(), "serve"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "BASRA_LOG_FORMAT": "xml"},
+    )
+    assert env_bad.returncode == 2 and "BASRA_LOG_FORMAT" in env_bad.stderr
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        taken = subprocess.run(
+            [
+                *command(),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--metrics-port",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert taken.returncode == 1 and "cannot reserve the gRPC port" in taken.stdout
+
+
+@dataclass
+class Burst:
+    """Threads calling the server until it is gone, each on its own connection."""
+
+    port: int
+    outcomes: list[grpc.StatusCode] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def run(self, thread_index: int) -> None:
+        """Play moves until a call fails; record how every call ended."""
+        channel, stub = _stub(self.port)
+        seed = SEED + bytes([thread_index])
+        with channel:
+            result: pb.MatchResult | None = None
+            for _ in range(100_000):
+                try:
+                    if result is None or result.state.status == pb.STATUS_OVER:
+                        result = stub.NewMatch(pb.NewMatchRequest(seed=seed), timeout=5)
+                    else:
+                        move = result.legal_moves.moves[-1]
+                        action = pb.Action(seat=result.legal_moves.seat, card=move.card)
+                        if move.plans:
+                            action.plan_id = 1
+                        request = pb.ApplyRequest(
+                            state=result.state, action=action, expected_seq=result.state.seq
+                        )
+                        after = stub.Apply(request, timeout=5)
+                        if after.state.seq != result.state.seq + 1:
+                            self.wrong.append(f"seq {after.state.seq} after {result.state.seq}")
+                        result = after
+                    code = grpc.StatusCode.OK
+                except grpc.RpcError as error:
+                    code = error.code()
+                with self.lock:
+                    self.outcomes.append(code)
+                if code is not grpc.StatusCode.OK:
+                    return
+
+    def start(self, count: int) -> None:
+        """Start `count` calling threads."""
+        for n in range(count):
+            thread = threading.Thread(target=self.run, args=(n,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def join(self, timeout: float) -> None:
+        """Wait for every thread to stop."""
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in self.threads), "calls still running"
+
+
+@pytest.mark.parametrize("io", ["sync", "asyncio"])
+def test_sigterm_during_a_burst_drains_cleanly(io: str) -> None:
+    """SIGTERM mid-burst: health turns NOT_SERVING, calls complete or fail cleanly, exit 0."""
+    server = start_process(
+        "--port", "0", "--metrics-port", "0", "--workers", "2", "--grace-seconds", "5", "--io", io
+    )
+    try:
+        watch_channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+        stub = health_pb2_grpc.HealthStub(watch_channel)
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        statuses = [next(watch).status]
+        burst = Burst(server.port)
+        burst.start(4)
+        deadline = time.monotonic() + 10
+        while len(burst.outcomes) < 200 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        server.process.send_signal(signal.SIGTERM)
+        statuses.append(next(watch).status)
+        watch.cancel()
+        watch_channel.close()
+        burst.join(30)
+        code = server.process.wait(30)
+    finally:
+        server.kill()
+    serving = health_pb2.HealthCheckResponse
+    assert statuses == [serving.SERVING, serving.NOT_SERVING]
+    assert code == 0
+    assert not burst.wrong
+    succeeded = burst.outcomes.count(grpc.StatusCode.OK)
+    failures = [c for c in burst.outcomes if c is not grpc.StatusCode.OK]
+    assert succeeded >= 200
+    assert set(failures) <= CLEAN_ENDINGS, failures
+    events = [line.get("event") for line in server.drain()]
+    assert events.count("worker stopping") == 2 and events.count("worker stopped") == 2
+    assert events[-1] == "stopped"
