@@ -77,6 +77,33 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def descendants(pid: int) -> tuple[int, ...]:
+    """Return the pids of every process below `pid` (children, their children, ...)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return tuple(found)
+
+
+def wait_serving(address: str) -> None:
+    """Wait until the server at `address` answers its health check with SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    give_up = time.monotonic() + STARTUP_SECONDS
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < give_up:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+    raise RuntimeError(f"no server became SERVING at {address}")
+
+
 @dataclass(frozen=True)
 class Server:
     """A running benchmark server: its address and every process that serves."""
@@ -86,12 +113,16 @@ class Server:
 
 
 @contextmanager
-def bench_server(io: str, workers: int, reply_bytes: int) -> Iterator[Server]:
-    """Run benchmarks/bench_server.py until the block ends."""
+def bench_server(
+    io: str, workers: int, reply_bytes: int, log_level: str, real: bool = False
+) -> Iterator[Server]:
+    """Run benchmarks/bench_server.py (or, `real`, `basra-rules serve`) until the block ends."""
     port = free_port()
-    command = [
-        sys.executable,
-        str(BENCH_SERVER),
+    if real:
+        command = [str(Path(sys.executable).with_name("basra-rules")), "serve"]
+    else:
+        command = [sys.executable, str(BENCH_SERVER), "--reply-bytes", str(reply_bytes)]
+    command += [
         "--host",
         "127.0.0.1",
         "--port",
@@ -103,17 +134,23 @@ def bench_server(io: str, workers: int, reply_bytes: int) -> Iterator[Server]:
         "--io",
         io,
         "--log-level",
-        "warning",
-        "--reply-bytes",
-        str(reply_bytes),
+        log_level,
     ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+    )
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline().split()
-        if not line or line[0] != "READY":
-            raise RuntimeError(f"bench server did not start: {line}")
-        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
+        address = f"127.0.0.1:{port}"
+        if real:
+            wait_serving(address)
+            pids = (process.pid, *descendants(process.pid))
+        else:
+            assert process.stdout is not None
+            line = process.stdout.readline().split()
+            if not line or line[0] != "READY":
+                raise RuntimeError(f"bench server did not start: {line}")
+            pids = tuple(int(p) for p in line[2:])
+        yield Server(address, pids)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -210,6 +247,7 @@ class VariantResult:
     half_saturation_rps: float
     half_saturation_p50_ms: float
     half_saturation_p99_ms: float
+    serve_apply_per_cpu_second: float
     errors: int
     rounds: list[dict[str, Any]]
 
@@ -220,7 +258,7 @@ def run_variant(
     """Measure one server flavour and worker count."""
     connections = max(args.connections, workers)
     rounds: list[dict[str, Any]] = []
-    with bench_server(io, workers, reply_bytes) as server:
+    with bench_server(io, workers, reply_bytes, args.log_level) as server:
         for rpc in ("Apply", "Noop"):  # warm-up: imports, caches, connection setup
             measure(
                 server,
@@ -261,6 +299,17 @@ def run_variant(
         ]
         for run in paced:
             rounds.append({**asdict(run), "per_cpu_second": run.per_cpu_second, "paced": half})
+    # The same Apply load against `basra-rules serve` itself: the benchmark's runner must cost
+    # what the shipped server costs, or its figures would not describe the product.
+    with bench_server(io, workers, reply_bytes, args.log_level, real=True) as served:
+        options = {"concurrency": args.concurrency, "connections": connections}
+        measure(served, "Apply", requests, calls=args.calls // 4, **options)
+        serve_runs = [
+            measure(served, "Apply", requests, calls=args.calls, **options)
+            for _ in range(args.rounds)
+        ]
+    for run in serve_runs:
+        rounds.append({**asdict(run), "per_cpu_second": run.per_cpu_second, "server": "serve"})
     ratios = [
         a.per_cpu_second / n.per_cpu_second
         for a, n in zip(apply_runs, noop_runs, strict=True)
@@ -277,7 +326,8 @@ def run_variant(
         half_saturation_rps=half,
         half_saturation_p50_ms=statistics.median(r.p50_ms for r in paced),
         half_saturation_p99_ms=statistics.median(r.p99_ms for r in paced),
-        errors=sum(r.errors for r in (*apply_runs, *noop_runs, *paced)),
+        serve_apply_per_cpu_second=statistics.median(r.per_cpu_second for r in serve_runs),
+        errors=sum(r.errors for r in (*apply_runs, *noop_runs, *paced, *serve_runs)),
         rounds=rounds,
     )
 
@@ -307,7 +357,7 @@ def report(results: Sequence[VariantResult], reply_bytes: int, request_bytes: in
         "",
         f"{'server':<8} {'workers':>7} {'Apply/cpu-s':>12} {'noop/cpu-s':>11} {'ratio':>6} "
         f"{'Apply/s':>8} {'noop/s':>8} {'half-sat rps':>12} {'p50 ms':>7} {'p99 ms':>7} "
-        f"{'errors':>6}",
+        f"{'serve Apply/cpu-s':>17} {'errors':>6}",
     ]
     for r in results:
         lines.append(
@@ -315,7 +365,8 @@ def report(results: Sequence[VariantResult], reply_bytes: int, request_bytes: in
             f"{r.noop_per_cpu_second:>11.0f} {r.apply_to_noop:>6.2f} "
             f"{r.apply_per_wall_second:>8.0f} {r.noop_per_wall_second:>8.0f} "
             f"{r.half_saturation_rps:>12.0f} {r.half_saturation_p50_ms:>7.2f} "
-            f"{r.half_saturation_p99_ms:>7.2f} {r.errors:>6}"
+            f"{r.half_saturation_p99_ms:>7.2f} {r.serve_apply_per_cpu_second:>17.0f} "
+            f"{r.errors:>6}"
         )
     by_key = {(r.io, r.workers): r for r in results}
     lines.append("")
@@ -346,6 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight")
     parser.add_argument("--connections", type=int, default=4, help="client connections")
     parser.add_argument("--paced-seconds", type=float, default=3.0, help="length of paced runs")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        help="server log level; at info Apply calls are logged and no-op calls are not",
+    )
     parser.add_argument("--json-out", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
 
