@@ -170,6 +170,8 @@ def config_from_dict(raw: Mapping[str, Any], config_dir: Path = Path()) -> LoadC
     host = raw.get("host")
     if not isinstance(host, str) or ":" not in host:
         raise ConfigError("'host' must be 'address:port', e.g. 127.0.0.1:50051")
+    if raw.get("insecure", True) is not True:
+        raise ConfigError("only plaintext is supported: set 'insecure' to true (TLS: use ghz)")
     if "data" in raw and "data-file" in raw:
         raise ConfigError("give 'data' or 'data-file', not both")
     data: tuple[Mapping[str, Any], ...] = ({},)

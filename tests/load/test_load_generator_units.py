@@ -53,6 +53,8 @@ def test_defaults_are_ghz_defaults() -> None:
         ({"data": {}, "data-file": "x.json"}, "not both"),
         ({"metadata": {"a": 1}}, "metadata"),
         ({"rps": -5}, "rps"),
+        ({"insecure": False}, "plaintext"),
+        ({"cacert": "ca.pem"}, "not supported"),
     ],
 )
 def test_configs_that_cannot_run_as_written_are_refused(

@@ -161,9 +161,13 @@ async function startServer() {
     child.stderr.on('data', (chunk) => {
       output = (output + chunk.toString()).slice(-4000);
     });
+    // If this test process dies first, take the server down too (its workers follow it).
+    const reap = () => child.kill('SIGKILL');
+    process.once('exit', reap);
     let exited = false;
     child.on('exit', () => {
       exited = true;
+      process.removeListener('exit', reap);
     });
     child.on('error', () => {
       exited = true;
