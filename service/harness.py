@@ -1,0 +1,192 @@
+"""`basra-rules serve` as a child process on loopback, for soak runs, fuzzing and fault tests.
+
+The server is started on a port of its own choosing (--port 0) and found through its
+"serving" log line; its JSON log lines are collected as they come. Worker processes and
+their memory are read from /proc, so no extra package is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+START_SECONDS = 60.0
+
+
+def command() -> list[str]:
+    """The `basra-rules` console command of this environment (or its module form)."""
+    script = Path(sys.executable).parent / "basra-rules"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+
+
+def children(pid: int) -> list[int]:
+    """Return the pids whose parent is `pid`, read from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces) start after its last ")".
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return sorted(found)
+
+
+def cmdline(pid: int) -> str:
+    """Return the command line of a process ("" when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def rss_kib(pid: int) -> int | None:
+    """Return the resident set size of a process in KiB (None when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None
+
+
+def worker_pids(supervisor: int) -> list[int]:
+    """Return the live worker processes of a supervisor (spawned children, not helpers)."""
+    return [p for p in children(supervisor) if "spawn_main" in cmdline(p)]
+
+
+@dataclass
+class ServedProcess:
+    """A running `basra-rules serve` child: its process, its port and its log so far."""
+
+    process: subprocess.Popen[str]
+    port: int = 0
+    raw: list[str] = field(default_factory=list)
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    arrived: threading.Condition = field(default_factory=threading.Condition)
+    keep_calls: bool = True
+    """Whether to keep the per-call "rpc" lines (a long soak drops them to save memory)."""
+
+    @property
+    def target(self) -> str:
+        """The address clients dial."""
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The supervisor's pid."""
+        return self.process.pid
+
+    def workers(self) -> list[int]:
+        """The live worker pids."""
+        return worker_pids(self.pid)
+
+    def log_text(self) -> str:
+        """Everything the server printed so far."""
+        with self.arrived:
+            return "".join(self.raw)
+
+    def find(self, event: str, **match: Any) -> list[dict[str, Any]]:
+        """Every log line so far with this event and these field values."""
+        with self.arrived:
+            return [
+                line
+                for line in self.lines
+                if line.get("event") == event and all(line.get(k) == v for k, v in match.items())
+            ]
+
+    def wait_for(self, event: str, timeout: float, count: int = 1, **match: Any) -> dict[str, Any]:
+        """Wait until `count` log lines with this event (and fields) have come; return the last."""
+        deadline = time.monotonic() + timeout
+        with self.arrived:
+            while True:
+                found = self.find(event, **match)
+                if len(found) >= count:
+                    return found[count - 1]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.process.poll() is not None:
+                    tail = "".join(self.raw[-5:])
+                    raise TimeoutError(f"no {event!r} log line within {timeout} s; last: {tail}")
+                self.arrived.wait(min(remaining, 0.5))
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait; kill past the timeout. Return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(10)
+
+    def _read(self) -> None:
+        stream = self.process.stdout
+        assert stream is not None
+        for text in stream:
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError:
+                parsed = {"event": "<not json>", "text": text.rstrip()}
+            if not isinstance(parsed, dict):
+                parsed = {"value": parsed}
+            if not self.keep_calls and parsed.get("event") == "rpc":
+                continue
+            with self.arrived:
+                self.raw.append(text)
+                self.lines.append(parsed)
+                self.arrived.notify_all()
+
+
+def start(
+    flags: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    keep_calls: bool = True,
+) -> ServedProcess:
+    """Start `basra-rules serve` on loopback with JSON logs and the given flags; wait for it."""
+    process = subprocess.Popen(
+        [
+            *command(),
+            "serve",
+            "--host",
+            LOOPBACK,
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--log-format",
+            "json",
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+    served = ServedProcess(process, keep_calls=keep_calls)
+    threading.Thread(target=served._read, name="server-log", daemon=True).start()
+    try:
+        serving = served.wait_for("serving", START_SECONDS)
+    except TimeoutError:
+        served.stop(5)
+        raise
+    served.port = int(serving["port"])
+    return served

@@ -1,0 +1,430 @@
+"""Soak run: whole matches at a steady call rate, every answer checked against a local referee.
+
+Each table (a thread with its own channel, so tables spread over the worker processes) plays
+matches from NewMatch to the end with random legal actions, looks at LegalMoves and
+PlayerView now and then, sends a few deliberately wrong requests whose refusal is known in
+advance, and ends each match with a Replay of all its actions. The referee is the engine run
+in this process on the same actions: every response must equal what it computes. Calls are
+paced by one shared clock to the requested rate. The report gives calls per method, expected
+refusals, errors (any other answer, with samples), and the memory of each worker process at
+start and end.
+
+    python -m service.soak --duration 600 --rate 100          # starts its own 2-worker server
+    python -m service.soak --target 127.0.0.1:50051 --server-pid PID
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import grpc
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
+from google.protobuf.message import Message
+
+import engine
+from engine import Action, Event, State, Status
+from service import convert, errors, harness
+
+CALL_TIMEOUT = 10.0
+# Fractions of plays that also look at the state, or that first send a request that must fail.
+LOOK_SHARE = 0.1
+WRONG_SHARE = 0.02
+MAX_ERROR_SAMPLES = 20
+
+
+class Mismatch(Exception):  # noqa: N818 (a finding of the soak, reported as an error)
+    """A response that differs from the referee's."""
+
+
+@dataclass
+class Tally:
+    """Counts shared by the tables (guarded by `lock`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    calls: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    samples: list[str] = field(default_factory=list)
+    matches: int = 0
+
+    def call(self, method: str) -> None:
+        """Count one call."""
+        with self.lock:
+            self.calls[method] += 1
+
+    def refused(self, reason: str) -> None:
+        """Count one expected refusal."""
+        with self.lock:
+            self.refusals[reason] += 1
+
+    def error(self, kind: str, sample: str) -> None:
+        """Count one error and keep its first samples."""
+        with self.lock:
+            self.errors[kind] += 1
+            if len(self.samples) < MAX_ERROR_SAMPLES:
+                self.samples.append(f"{kind}: {sample}"[:500])
+
+    def finished(self) -> None:
+        """Count one match played to its end and replayed."""
+        with self.lock:
+            self.matches += 1
+
+
+class Pacer:
+    """Hands out call slots at a steady rate, shared by every table."""
+
+    def __init__(self, rate: float, deadline: float) -> None:
+        self._gap = 1.0 / rate
+        self._next = time.monotonic()
+        self._deadline = deadline
+        self._lock = threading.Lock()
+
+    def wait(self) -> bool:
+        """Sleep until the next slot; False once the run's time is up."""
+        with self._lock:
+            slot = max(self._next, time.monotonic())
+            self._next = slot + self._gap
+        if slot >= self._deadline:
+            return False
+        delay = slot - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        return True
+
+
+class TimeUp(Exception):  # noqa: N818 (control flow, not an error)
+    """The run's time is over; the table stops where it is."""
+
+
+@dataclass
+class Table:
+    """One table: a channel, a random source, and the shared pacer and tally."""
+
+    stub: Any
+    rnd: random.Random
+    pacer: Pacer
+    tally: Tally
+
+    def call(self, method: str, request: Message) -> Any:
+        """Make one paced call; return the response or raise grpc.RpcError."""
+        if not self.pacer.wait():
+            raise TimeUp
+        self.tally.call(method)
+        return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
+
+    def refused(self, method: str, request: Message, code: grpc.StatusCode, reason: str) -> None:
+        """Make a call that must be refused with this code and reason."""
+        try:
+            self.call(method, request)
+        except grpc.RpcError as error:
+            got = (error.code(), _reason(error))
+            if got != (code, reason):
+                raise Mismatch(f"{method} refused with {got}, expected {(code, reason)}") from None
+            self.tally.refused(reason)
+            return
+        raise Mismatch(f"{method} succeeded but must be refused with {reason}")
+
+    def play_match(self) -> None:
+        """Play one match to its end, checking every answer, then replay it."""
+        rnd = self.rnd
+        seed = b"" if rnd.random() < 0.125 else rnd.randbytes(rnd.randint(1, 64))
+        labels = [f"soak-{rnd.randrange(1000)}", ""]
+        result = self.call("NewMatch", pb.NewMatchRequest(seed=seed, labels=labels))
+        seed = seed or result.state.seed
+        state, events = engine.new_match(seed, (labels[0], labels[1]))
+        _same_result("NewMatch", result, state, events)
+        history: list[Event] = list(events)
+        actions: list[Action] = []
+        wire = result.state
+        while state.status is Status.IN_PROGRESS:
+            if rnd.random() < LOOK_SHARE:
+                self._look(wire, state)
+            if rnd.random() < WRONG_SHARE:
+                self._wrong(wire, state)
+            action = _random_action(state, rnd)
+            request = pb.ApplyRequest(
+                state=wire, action=_action_proto(action, rnd), expected_seq=state.seq
+            )
+            result = self.call("Apply", request)
+            state, events = engine.apply(state, action)
+            _same_result("Apply", result, state, events)
+            history.extend(events)
+            actions.append(action)
+            wire = result.state
+        self._look(wire, state)
+        replay = self.call(
+            "Replay",
+            pb.ReplayRequest(
+                seed=seed, actions=[_action_proto(a, rnd) for a in actions], labels=labels
+            ),
+        )
+        _same("Replay state", replay.state, convert.state_to_proto(state))
+        _same("Replay events", list(replay.events), convert.events_to_proto(history))
+        if replay.HasField("refused_index"):
+            raise Mismatch(f"Replay refused action {replay.refused_index} of an honest match")
+        self.tally.finished()
+
+    def _look(self, wire: pb.State, state: State) -> None:
+        """LegalMoves and a PlayerView of a random seat, both checked."""
+        moves = self.call("LegalMoves", pb.LegalMovesRequest(state=wire))
+        _same(
+            "LegalMoves",
+            moves.legal_moves,
+            convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
+        )
+        seat = self.rnd.randrange(2)
+        view = self.call("PlayerView", pb.PlayerViewRequest(state=wire, seat=seat))
+        _same("PlayerView", view.view, convert.view_to_proto(engine.seat_view(state, seat)))
+
+    def _wrong(self, wire: pb.State, state: State) -> None:
+        """One request whose refusal is known: wrong seat, or a stale expected_seq."""
+        assert state.to_move is not None
+        card = engine.code(state.hands[state.to_move][0])
+        if self.rnd.random() < 0.5:
+            action = pb.Action(seat=1 - state.to_move, card=card)
+            request = pb.ApplyRequest(state=wire, action=action)
+            self.refused("Apply", request, grpc.StatusCode.FAILED_PRECONDITION, "NOT_YOUR_TURN")
+        else:
+            action = pb.Action(seat=state.to_move, card=card)
+            request = pb.ApplyRequest(state=wire, action=action, expected_seq=state.seq + 1)
+            self.refused("Apply", request, grpc.StatusCode.ABORTED, errors.SEQ_MISMATCH)
+
+
+def _reason(error: grpc.RpcError) -> str | None:
+    """The ErrorInfo reason of a failed call."""
+    trailing: Any = error.trailing_metadata()
+    return errors.reason_in(trailing)
+
+
+def _same(what: str, got: Any, want: Any) -> None:
+    if got != want:
+        raise Mismatch(f"{what} differs from the referee's")
+
+
+def _same_result(
+    method: str, result: pb.MatchResult, state: State, events: Sequence[Event]
+) -> None:
+    """A NewMatch or Apply result equals the referee's state, events, views and moves."""
+    _same(f"{method} state", result.state, convert.state_to_proto(state))
+    _same(f"{method} events", list(result.events), convert.events_to_proto(events))
+    for seat in (0, 1):
+        _same(
+            f"{method} seat_events[{seat}]",
+            list(result.seat_events[seat].events),
+            convert.events_to_proto(engine.seat_events(tuple(events), seat)),
+        )
+    _same(
+        f"{method} legal_moves",
+        result.legal_moves,
+        convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
+    )
+    _same(f"{method} seed_commitment", result.seed_commitment, hashlib.sha256(state.seed).digest())
+
+
+def _random_action(state: State, rnd: random.Random) -> Action:
+    """A random legal action of the seat to move."""
+    assert state.to_move is not None
+    move = rnd.choice(engine.legal_moves(state))
+    if not move.plans:
+        return Action(state.to_move, move.card, trail=rnd.random() < 0.5)
+    plan = rnd.choice(move.plans)
+    if len(move.plans) == 1 and rnd.random() < 0.3:
+        return Action(state.to_move, move.card)
+    if rnd.random() < 0.5:
+        return Action(state.to_move, move.card, plan_id=plan.id)
+    return Action(state.to_move, move.card, capture=plan.cards)
+
+
+def _action_proto(action: Action, rnd: random.Random) -> pb.Action:
+    """The message of an action; capture sets are sent in a random order."""
+    message = pb.Action(seat=action.seat, card=engine.code(action.card))
+    if action.plan_id is not None:
+        message.plan_id = action.plan_id
+    elif action.capture is not None:
+        cards = engine.codes(action.capture)
+        rnd.shuffle(cards)
+        message.capture.cards.extend(cards)
+    elif action.trail:
+        message.trail = True
+    return message
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a soak run did and found."""
+
+    target: str
+    duration_seconds: float
+    rate_asked: float
+    tables: int
+    calls: dict[str, int]
+    total_calls: int
+    calls_per_second: float
+    matches: int
+    expected_refusals: dict[str, int]
+    errors: dict[str, int]
+    total_errors: int
+    error_samples: list[str]
+    rss_kib_start: dict[int, int | None]
+    rss_kib_end: dict[int, int | None]
+    workers_start: list[int]
+    workers_end: list[int]
+
+    def text(self) -> str:
+        """A readable summary."""
+        lines = [
+            f"target {self.target}, {self.tables} tables, asked {self.rate_asked:g} calls/s",
+            f"{self.total_calls} calls in {self.duration_seconds:.1f} s "
+            f"({self.calls_per_second:.1f}/s): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.calls.items())),
+            f"matches played to the end and replayed: {self.matches}",
+            "expected refusals: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(self.expected_refusals.items())) or "0"),
+            f"errors: {self.total_errors}"
+            + (
+                ""
+                if not self.errors
+                else " (" + ", ".join(f"{k} {v}" for k, v in self.errors.items()) + ")"
+            ),
+        ]
+        lines += [f"  {s}" for s in self.error_samples]
+        for pid in sorted(set(self.rss_kib_start) | set(self.rss_kib_end)):
+            start, end = self.rss_kib_start.get(pid), self.rss_kib_end.get(pid)
+            lines.append(f"worker {pid}: RSS {_kib(start)} at start, {_kib(end)} at end")
+        return "\n".join(lines)
+
+
+def _kib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1024:.1f} MiB"
+
+
+def _rss(pids: Sequence[int]) -> dict[int, int | None]:
+    return {pid: harness.rss_kib(pid) for pid in pids}
+
+
+def run(
+    target: str,
+    *,
+    duration: float,
+    rate: float,
+    tables: int,
+    seed: int = 0,
+    workers: Callable[[], list[int]] = list,
+) -> Report:
+    """Soak `target` for `duration` seconds at `rate` calls/s over `tables` tables."""
+    tally = Tally()
+    start_pids = workers()
+    rss_start = _rss(start_pids)
+    started = time.monotonic()
+    pacer = Pacer(rate, started + duration)
+    channels = [grpc.insecure_channel(target) for _ in range(tables)]
+
+    def table_loop(index: int, channel: grpc.Channel) -> None:
+        table = Table(
+            rules_pb2_grpc.RulesServiceStub(channel),  # type: ignore[no-untyped-call]
+            random.Random(seed * 1000 + index),
+            pacer,
+            tally,
+        )
+        while True:
+            try:
+                table.play_match()
+            except TimeUp:
+                return
+            except Mismatch as error:
+                tally.error("MISMATCH", str(error))
+            except grpc.RpcError as error:
+                code = error.code()
+                tally.error(code.name, str(error.details()))
+
+    threads = [
+        threading.Thread(target=table_loop, args=(i, c), name=f"table-{i}")
+        for i, c in enumerate(channels)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    for channel in channels:
+        channel.close()
+    end_pids = workers()
+    total = sum(tally.calls.values())
+    return Report(
+        target=target,
+        duration_seconds=elapsed,
+        rate_asked=rate,
+        tables=tables,
+        calls=dict(tally.calls),
+        total_calls=total,
+        calls_per_second=total / elapsed if elapsed else 0.0,
+        matches=tally.matches,
+        expected_refusals=dict(tally.refusals),
+        errors=dict(tally.errors),
+        total_errors=sum(tally.errors.values()),
+        error_samples=list(tally.samples),
+        rss_kib_start=rss_start,
+        rss_kib_end=_rss(sorted(set(start_pids) | set(end_pids))),
+        workers_start=start_pids,
+        workers_end=end_pids,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: soak a server (started here unless --target is given); 1 on any error."""
+    parser = argparse.ArgumentParser(
+        prog="python -m service.soak", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--target", help="host:port of a running server (loopback only)")
+    parser.add_argument("--server-pid", type=int, help="supervisor pid of --target, for memory")
+    parser.add_argument("--workers", type=int, default=2, help="workers of the started server")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
+    parser.add_argument("--rate", type=float, default=100.0, help="calls per second (default 100)")
+    parser.add_argument("--tables", type=int, default=4, help="concurrent matches (default 4)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the tables")
+    parser.add_argument("--json", help="also write the report as JSON to this file")
+    args = parser.parse_args(argv)
+    served = None
+    if args.target:
+        host = args.target.rpartition(":")[0].strip("[]")
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            parser.error("--target must be a loopback address")
+        target = args.target
+        pid = args.server_pid
+        workers = (lambda: harness.worker_pids(pid) or [pid]) if pid else list
+    else:
+        served = harness.start(["--workers", str(args.workers)], keep_calls=False)
+        target = served.target
+        workers = served.workers
+    try:
+        report = run(
+            target,
+            duration=args.duration,
+            rate=args.rate,
+            tables=args.tables,
+            seed=args.seed,
+            workers=workers,
+        )
+    finally:
+        if served is not None:
+            served.stop()
+    print(report.text())
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(asdict(report), out, indent=2)
+    return 1 if report.total_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
