@@ -7,6 +7,7 @@ health checks and reflection at debug, so probes do not drown the log.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,19 @@ class CallObserver:
         exchange: tuple[object, object] = (None, None),
     ) -> None:
         """Count, time and log a finished call; `exchange` is its (request, response)."""
+        # Observation never decides how a call ends: a failure here must not turn an answer
+        # into UNKNOWN, so it is dropped (the counters and log simply miss this call).
+        with contextlib.suppress(Exception):
+            self._record(kind, start, context, code, exchange)
+
+    def _record(
+        self,
+        kind: CallKind,
+        start: float,
+        context: Context,
+        code: grpc.StatusCode,
+        exchange: tuple[object, object],
+    ) -> None:
         duration = perf_counter() - start
         status = code.name
         reason = errors.reason_in(context.trailing_metadata()) if status != "OK" else None

@@ -47,6 +47,12 @@ def reserve_port(host: str, port: int) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(
         name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
+    if port:
+        # SO_REUSEPORT would let a second server silently share a port that is already served;
+        # a plain bind first makes sure nobody listens there.
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
@@ -198,7 +204,13 @@ def supervise(config: Config, logger: Logger) -> int:
         metrics_port = None
         if config.metrics_port:
             registry = metrics.multiprocess_registry(directory)
-            metrics_port = metrics.serve(config.host, config.metrics_port, registry)
+            try:
+                metrics_port = metrics.serve(config.host, config.metrics_port, registry)
+            except OSError as error:
+                logger.error(
+                    "cannot serve metrics", metrics_port=config.metrics_port, error=str(error)
+                )
+                return 1
         port = int(reservation.getsockname()[1])
         try:
             for slot in range(config.workers):

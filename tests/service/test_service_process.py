@@ -180,6 +180,23 @@ def test_configuration_errors_stop_the_command() -> None:
     assert taken.returncode == 1 and "cannot reserve the gRPC port" in taken.stdout
 
 
+def test_a_served_port_is_not_shared_by_a_second_server(served: ServerProcess) -> None:
+    """A second server on a port already served (or a taken metrics port) exits 1."""
+    for flags in (
+        ["--port", str(served.port), "--metrics-port", "0"],
+        ["--port", "0", "--metrics-port", str(served.metrics_port)],
+    ):
+        second = subprocess.run(
+            [*command(), "serve", "--host", "127.0.0.1", *flags],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert second.returncode == 1, second.stdout
+        assert "cannot" in second.stdout
+
+
 @dataclass
 class Burst:
     """Threads calling the server until it is gone, each on its own connection."""
