@@ -97,6 +97,13 @@ class ServedProcess:
         """The live worker pids."""
         return worker_pids(self.pid)
 
+    def ready_workers(self) -> list[int]:
+        """The live worker pids that have started serving (per the supervisor's log)."""
+        with self.arrived:
+            ready = {pid for line in self.find("serving") for pid in line.get("pids", [])}
+            ready |= {line["pid"] for line in self.find("worker replaced")}
+        return [pid for pid in self.workers() if pid in ready]
+
     def log_text(self) -> str:
         """Everything the server printed so far."""
         with self.arrived:

@@ -10,15 +10,19 @@ refusals, errors (any other answer, with samples), and the memory of each worker
 start and end.
 
     python -m service.soak --duration 600 --rate 100          # starts its own 2-worker server
+    python -m service.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
     python -m service.soak --target 127.0.0.1:50051 --server-pid PID
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -280,6 +284,9 @@ class Report:
     rss_kib_end: dict[int, int | None]
     workers_start: list[int]
     workers_end: list[int]
+    workers_killed: int = 0
+    unavailable_during_kills: int = 0
+    longest_restore_seconds: float = 0.0
 
     def text(self) -> str:
         """A readable summary."""
@@ -299,6 +306,12 @@ class Report:
             ),
         ]
         lines += [f"  {s}" for s in self.error_samples]
+        if self.workers_killed:
+            lines.append(
+                f"workers killed: {self.workers_killed}, calls failed UNAVAILABLE meanwhile: "
+                f"{self.unavailable_during_kills}, longest wait for all workers again: "
+                f"{self.longest_restore_seconds:.2f} s"
+            )
         for pid in sorted(set(self.rss_kib_start) | set(self.rss_kib_end)):
             start, end = self.rss_kib_start.get(pid), self.rss_kib_end.get(pid)
             lines.append(f"worker {pid}: RSS {_kib(start)} at start, {_kib(end)} at end")
@@ -321,14 +334,21 @@ def run(
     tables: int,
     seed: int = 0,
     workers: Callable[[], list[int]] = list,
+    kill_every: float | None = None,
 ) -> Report:
-    """Soak `target` for `duration` seconds at `rate` calls/s over `tables` tables."""
+    """Soak `target` for `duration` seconds at `rate` calls/s over `tables` tables.
+
+    With `kill_every`, a worker chosen at random is killed (SIGKILL) that often; calls that
+    fail UNAVAILABLE are then counted apart, as explained by the kills, not as errors.
+    """
     tally = Tally()
     start_pids = workers()
     rss_start = _rss(start_pids)
     started = time.monotonic()
     pacer = Pacer(rate, started + duration)
     channels = [grpc.insecure_channel(target) for _ in range(tables)]
+    faults = Faults()
+    done = threading.Event()
 
     def table_loop(index: int, channel: grpc.Channel) -> None:
         table = Table(
@@ -346,15 +366,29 @@ def run(
                 tally.error("MISMATCH", str(error))
             except grpc.RpcError as error:
                 code = error.code()
-                tally.error(code.name, str(error.details()))
+                if kill_every and code is grpc.StatusCode.UNAVAILABLE:
+                    with tally.lock:
+                        faults.unavailable += 1
+                else:
+                    tally.error(code.name, str(error.details()))
 
     threads = [
         threading.Thread(target=table_loop, args=(i, c), name=f"table-{i}")
         for i, c in enumerate(channels)
     ]
+    if kill_every:
+        killer = threading.Thread(
+            target=_kill_workers,
+            args=(workers, kill_every, done, faults, random.Random(seed)),
+            name="killer",
+        )
+        threads.append(killer)
     for thread in threads:
         thread.start()
-    for thread in threads:
+    for thread in threads[:tables]:
+        thread.join()
+    done.set()
+    for thread in threads[tables:]:
         thread.join()
     elapsed = time.monotonic() - started
     for channel in channels:
@@ -378,7 +412,48 @@ def run(
         rss_kib_end=_rss(sorted(set(start_pids) | set(end_pids))),
         workers_start=start_pids,
         workers_end=end_pids,
+        workers_killed=faults.kills,
+        unavailable_during_kills=faults.unavailable,
+        longest_restore_seconds=faults.longest_restore,
     )
+
+
+@dataclass
+class Faults:
+    """Workers killed, calls they made fail, and the longest wait for a full set again."""
+
+    kills: int = 0
+    unavailable: int = 0
+    longest_restore: float = 0.0
+
+
+RESTORE_WAIT_SECONDS = 60.0
+
+
+def _kill_workers(
+    workers: Callable[[], list[int]],
+    every: float,
+    done: threading.Event,
+    faults: Faults,
+    rnd: random.Random,
+) -> None:
+    """Every `every` seconds kill one worker, then time how long until the set is whole again."""
+    wanted = len(workers())
+    while not done.wait(every):
+        alive = workers()
+        if not alive:
+            return
+        victim = rnd.choice(alive)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        faults.kills += 1
+        while time.monotonic() - killed_at < RESTORE_WAIT_SECONDS:
+            now = workers()
+            if len(now) >= wanted and victim not in now:
+                break
+            time.sleep(0.05)
+        faults.longest_restore = max(faults.longest_restore, time.monotonic() - killed_at)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -394,6 +469,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tables", type=int, default=4, help="concurrent matches (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the tables")
     parser.add_argument("--json", help="also write the report as JSON to this file")
+    parser.add_argument(
+        "--kill-every", type=float, help="SIGKILL a random worker this often (seconds)"
+    )
     args = parser.parse_args(argv)
     served = None
     if args.target:
@@ -406,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         served = harness.start(["--workers", str(args.workers)], keep_calls=False)
         target = served.target
-        workers = served.workers
+        workers = served.ready_workers
     try:
         report = run(
             target,
@@ -415,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tables=args.tables,
             seed=args.seed,
             workers=workers,
+            kill_every=args.kill_every,
         )
     finally:
         if served is not None:
