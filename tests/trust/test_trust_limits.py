@@ -1,0 +1,149 @@
+"""Configurable limits, each at and just past its value: plan work, Replay actions, request size."""
+
+from __future__ import annotations
+
+import io
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import grpc
+import pytest
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+
+import engine
+from engine import Action, State, Status
+from engine.plans import plan_work
+from service import convert
+from service.config import Config
+from service.interceptors import CallObserver
+from service.logs import make_logger
+from service.server import build_sync
+
+TIMEOUT = 10.0
+
+
+@contextmanager
+def serving(config: Config) -> Iterator[rules_pb2_grpc.RulesServiceStub]:
+    """A thread-pool server with this configuration on a free loopback port, and a stub."""
+    observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
+    server = build_sync(replace(config, host="127.0.0.1"), observer, 0)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            yield rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+    finally:
+        server.stop(0)
+
+
+def refusal(error: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, str]]:
+    """The code, ErrorInfo reason and metadata of a refused call."""
+    trailing: Any = error.trailing_metadata()
+    for key, value in trailing or ():
+        if key == "grpc-status-details-bin":
+            info = error_details_pb2.ErrorInfo()
+            assert status_pb2.Status.FromString(value).details[0].Unpack(info)
+            return error.code(), info.reason, dict(info.metadata)
+    raise AssertionError(f"no ErrorInfo on {error}")
+
+
+def _match(seed: bytes) -> tuple[list[State], list[Action]]:
+    rnd = random.Random(seed)
+    state, _ = engine.new_match(seed)
+    states, actions = [state], []
+    while state.status is Status.IN_PROGRESS:
+        assert state.to_move is not None
+        move = rnd.choice(engine.legal_moves(state))
+        action = Action(state.to_move, move.card, plan_id=1 if move.plans else None)
+        state, _ = engine.apply(state, action)
+        states.append(state)
+        actions.append(action)
+    return states, actions
+
+
+def _action(action: Action) -> pb.Action:
+    message = pb.Action(seat=action.seat, card=engine.code(action.card))
+    if action.plan_id is not None:
+        message.plan_id = action.plan_id
+    return message
+
+
+def _hand_work(state: State) -> int:
+    """The plan-search work of the costliest card in the hand to move."""
+    assert state.to_move is not None
+    return max(plan_work(c, state.floor_mask, 10**9) for c in state.hands[state.to_move])
+
+
+@pytest.fixture(scope="module")
+def demanding() -> tuple[State, int]:
+    """The state of a few random matches whose hand needs the most plan-search work."""
+    best: tuple[int, State] | None = None
+    for n in range(3):
+        for state in _match(f"work-{n}".encode())[0]:
+            if state.status is Status.IN_PROGRESS:
+                work = _hand_work(state)
+                if best is None or work > best[0]:
+                    best = (work, state)
+    assert best is not None and best[0] >= 2
+    return best[1], best[0]
+
+
+def test_plan_work_at_the_limit_is_served_and_one_step_less_is_refused(
+    demanding: tuple[State, int],
+) -> None:
+    state, work = demanding
+    request = pb.LegalMovesRequest(state=convert.state_to_proto(state))
+    with serving(Config(plan_work_limit=work)) as stub:
+        moves = stub.LegalMoves(request, timeout=TIMEOUT).legal_moves
+        assert moves == convert.moves_to_proto(state.to_move, engine.legal_moves(state))
+    with serving(Config(plan_work_limit=work - 1)) as stub:
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.LegalMoves(request, timeout=TIMEOUT)
+        code, reason, metadata = refusal(refused.value)
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "STATE_TOO_COMPLEX")
+        assert metadata["workLimit"] == str(work - 1)
+        view = pb.PlayerViewRequest(state=request.state, seat=state.to_move)
+        with pytest.raises(grpc.RpcError) as refused_view:
+            stub.PlayerView(view, timeout=TIMEOUT)
+        assert refusal(refused_view.value)[1] == "STATE_TOO_COMPLEX"
+
+
+@pytest.fixture(scope="module")
+def whole_match() -> tuple[bytes, list[Action]]:
+    """A whole match's seed and actions."""
+    seed = b"replay-limit"
+    return seed, _match(seed)[1]
+
+
+def test_replay_of_exactly_the_most_actions_is_served_and_one_more_refused(
+    whole_match: tuple[bytes, list[Action]],
+) -> None:
+    seed, actions = whole_match
+    limit = len(actions)
+    with serving(Config(max_replay_actions=limit)) as stub:
+        done = stub.Replay(
+            pb.ReplayRequest(seed=seed, actions=[_action(a) for a in actions]), timeout=TIMEOUT
+        )
+        assert not done.HasField("refused_index")
+        assert done.state.status == pb.STATUS_OVER
+        extra = [_action(a) for a in actions] + [_action(actions[0])]
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Replay(pb.ReplayRequest(seed=seed, actions=extra), timeout=TIMEOUT)
+        code, reason, metadata = refusal(refused.value)
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_ACTIONS")
+        assert metadata == {"actions": str(limit + 1), "maxActions": str(limit)}
+
+
+def test_a_replay_limit_of_zero_allows_only_the_deal(
+    whole_match: tuple[bytes, list[Action]],
+) -> None:
+    seed, actions = whole_match
+    with serving(Config(max_replay_actions=0)) as stub:
+        assert stub.Replay(pb.ReplayRequest(seed=seed), timeout=TIMEOUT).state.seq == 0
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Replay(pb.ReplayRequest(seed=seed, actions=[_action(actions[0])]), timeout=TIMEOUT)
+        assert refusal(refused.value)[1] == "TOO_MANY_ACTIONS"
