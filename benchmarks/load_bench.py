@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement")
     parser.add_argument("--calls", type=int, default=4000, help="calls per saturated run")
     parser.add_argument("--concurrency", type=int, default=16, help="calls in flight")
-    parser.add_argument("--connections", type=int, default=4, help="client connections")
+    parser.add_argument("--connections", type=int, default=8, help="client connections")
     parser.add_argument("--paced-seconds", type=float, default=3.0, help="length of paced runs")
     parser.add_argument(
         "--log-level",
