@@ -165,12 +165,14 @@ async function startServer() {
     const reap = () => child.kill('SIGKILL');
     process.once('exit', reap);
     let exited = false;
-    child.on('exit', () => {
+    child.on('exit', (code, signal) => {
       exited = true;
+      output += `\n[${serverCommand()} exited: code ${code}, signal ${signal}]`;
       process.removeListener('exit', reap);
     });
-    child.on('error', () => {
+    child.on('error', (error) => {
       exited = true;
+      output += `\n[cannot run ${serverCommand()}: ${error.message}]`;
     });
     const address = `127.0.0.1:${port}`;
     const health = new HealthClient(address, grpc.credentials.createInsecure());
