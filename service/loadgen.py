@@ -242,8 +242,15 @@ def request_class(
                 if found is None:
                     raise KeyError(full)
                 return message_factory.GetMessageClass(found.input_type)
-            except (KeyError, grpc.RpcError) as exc:
+            except KeyError as exc:
                 raise ConfigError(f"server reflection at {host} does not list {full}") from exc
+            except grpc.RpcError as exc:
+                code = exc.code() if isinstance(exc, grpc.Call) else None
+                if code == grpc.StatusCode.UNAVAILABLE:
+                    raise ConnectionError(f"cannot reach {host}: {exc.details()}") from None
+                raise ConfigError(
+                    f"server reflection at {host} does not answer ({code}); is it on?"
+                ) from exc
     import basra.v1.rules_pb2  # noqa: F401  (registers basra.v1 in the default pool)
 
     try:
@@ -404,9 +411,14 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
         grpc.aio.insecure_channel(config.host, options=options) for _ in range(config.connections)
     ]
     try:
-        await asyncio.wait_for(
-            asyncio.gather(*(ch.channel_ready() for ch in channels)), config.connect_timeout
-        )
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(ch.channel_ready() for ch in channels)), config.connect_timeout
+            )
+        except TimeoutError:
+            raise ConnectionError(
+                f"cannot connect to {config.host} within {config.connect_timeout:g} s"
+            ) from None
         calls = [ch.unary_unary(config.path, None, None) for ch in channels]
         tally = _Tally()
         metadata = config.metadata or None
@@ -433,16 +445,19 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
                     return
                 request = requests[number % len(requests)]
                 began = time.perf_counter_ns()
+                error = None
                 try:
                     await call(request, timeout=config.timeout or None, metadata=metadata)
                     code = "OK"
                 except grpc.aio.AioRpcError as exc:
                     code = go_code_name(exc.code())
-                    tally.errors[f"rpc error: code = {code} desc = {exc.details() or ''}"] += 1
+                    error = f"rpc error: code = {code} desc = {exc.details() or ''}"
                 ended = time.perf_counter_ns()
                 if number >= config.skip_first:
                     tally.latencies.append(ended - began)
                     tally.statuses[code] += 1
+                    if error is not None:
+                        tally.errors[error] += 1
                 tally.last_done = ended
 
         await asyncio.gather(*(worker(i) for i in range(config.concurrency)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import grpc
@@ -116,3 +117,28 @@ def test_an_empty_report_prints_without_failing() -> None:
     report = Report(total_ns=0, latencies_ns=())
     assert report.as_json()["count"] == 0
     assert "Count:\t0" in report.summary()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-reflection"]])
+def test_an_unreachable_server_is_reported_not_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "call": "basra.v1.RulesService.NewMatch",
+                "host": f"127.0.0.1:{_closed_port()}",
+                "insecure": True,
+                "connect-timeout": "300ms",
+            }
+        )
+    )
+    assert loadgen.main([str(config), *flags]) == 2
+    assert "cannot" in capsys.readouterr().err
