@@ -32,6 +32,7 @@ from engine import (
     code,
     codes,
     parse_card,
+    seat_events,
 )
 from engine.cards import DECK_SIZE, Card
 
@@ -252,6 +253,22 @@ def event_to_proto(event: Event | HiddenDeal) -> pb.Event:
 def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:
     """Return the messages of several events, in order."""
     return [event_to_proto(e) for e in events]
+
+
+def seat_events_to_proto(
+    events: tuple[Event, ...], messages: Sequence[pb.Event]
+) -> list[pb.SeatEvents]:
+    """Return both seats' events, reusing `messages` (of `events`) for what a seat may see."""
+    # engine.seat_events passes visible events through as the same objects, so their messages
+    # are reused; anything else (hidden deals) is converted.
+    by_identity = {id(e): m for e, m in zip(events, messages, strict=True)}
+    return [
+        pb.SeatEvents(
+            seat=seat,
+            events=[by_identity.get(id(e)) or event_to_proto(e) for e in seat_events(events, seat)],
+        )
+        for seat in (0, 1)
+    ]
 
 
 def view_to_proto(view: SeatView) -> pb.PlayerView:

@@ -190,17 +190,12 @@ class Handlers:
 
     def _result(self, state: State, events: tuple[engine.Event, ...]) -> pb.MatchResult:
         """The result of NewMatch and Apply: state, events as everyone and each seat sees them."""
+        messages = convert.events_to_proto(events)
         return pb.MatchResult(
             state=convert.state_to_proto(state),
-            events=convert.events_to_proto(events),
+            events=messages,
             legal_moves=convert.moves_to_proto(state.to_move, self._moves(state)),
-            seat_events=[
-                pb.SeatEvents(
-                    seat=seat,
-                    events=convert.events_to_proto(engine.seat_events(events, seat)),
-                )
-                for seat in (0, 1)
-            ],
+            seat_events=convert.seat_events_to_proto(events, messages),
             seed_commitment=commitment(state.seed),
         )
 
