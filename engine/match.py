@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engine import rng
@@ -127,14 +128,25 @@ def _start_hand(state: State, events: list[Event]) -> State:
     )
 
 
-def legal_moves(state: State, work_limit: int = DEFAULT_WORK_LIMIT) -> tuple[Move, ...]:
-    """Return, for each card in the hand of the seat to move, its plans or that it trails."""
+PlanGenerator = Callable[[Card, int, int], tuple[Plan, ...]]
+
+
+def legal_moves(
+    state: State,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+    generate: PlanGenerator = plans_for,
+) -> tuple[Move, ...]:
+    """Return, for each card in the hand of the seat to move, its plans or that it trails.
+
+    `generate` is the plan generator (card, floor mask, work limit); a caller may wrap
+    `plans_for` to observe each card's generation, as the service does for its metrics.
+    """
     if state.status is Status.OVER or state.to_move is None:
         return ()
     floor = state.floor_mask
     moves = []
     for card in state.hands[state.to_move]:
-        plans = plans_for(card, floor, work_limit)
+        plans = generate(card, floor, work_limit)
         moves.append(Move(card, plans, not plans))
     return tuple(moves)
 

@@ -16,7 +16,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from engine import Move, RuleError, State, Status
+from engine import Move, RuleError, State
 from engine.rng import commitment
 from service import convert, errors
 
@@ -175,18 +175,15 @@ class Handlers:
 
     def _moves(self, state: State) -> tuple[Move, ...]:
         """Legal moves of the seat to move, timing the plan generation of each card."""
-        if state.status is Status.OVER or state.to_move is None:
-            return ()
-        floor = state.floor_mask
-        limit = self.limits.plan_work_limit
         observe = self.observe_plan_seconds
-        moves = []
-        for card in state.hands[state.to_move]:
+
+        def timed(card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
             started = perf_counter()
             plans = engine.plans_for(card, floor, limit)
             observe(perf_counter() - started)
-            moves.append(Move(card, plans, not plans))
-        return tuple(moves)
+            return plans
+
+        return engine.legal_moves(state, self.limits.plan_work_limit, timed)
 
     def _result(self, state: State, events: tuple[engine.Event, ...]) -> pb.MatchResult:
         """The result of NewMatch and Apply: state, events as everyone and each seat sees them."""
