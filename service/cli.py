@@ -1,4 +1,4 @@
-"""The `basra-rules` console command: `serve` runs the server, `play` plays a match against it."""
+"""The `basra-rules` command: `serve` the server, `play` or `load` it, `verify` a record."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ from collections.abc import Sequence
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from service import config, workers
+    from service import config, signing, tls, workers
     from service.logs import make_logger
 
     flags = {k: v for k, v in vars(args).items() if k != "command"}
     try:
         settings = config.resolve(flags, os.environ)
-    except config.ConfigError as error:
+        # Keys and certificates are read here once, so bad ones stop the server at start.
+        signing.load_keys(settings.signing_keys, settings.signing_keys_file)
+        files = tls.tls_files(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+        if files is not None:
+            tls.check_files(files)
+    except (config.ConfigError, signing.SigningConfigError, tls.TLSConfigError) as error:
         print(f"basra-rules serve: {error}", file=sys.stderr)
         return 2
     logger = make_logger(settings.log_level, settings.log_format).bind(role="supervisor")
@@ -26,6 +31,12 @@ def _play(args: argparse.Namespace) -> int:
     from service import play
 
     return play.run(args)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from service import verify
+
+    return verify.run(args)
 
 
 def _load(args: argparse.Namespace) -> int:
@@ -52,6 +63,13 @@ def parser() -> argparse.ArgumentParser:
     loading = commands.add_parser("load", help="load-test a running server from a ghz config")
     loadgen.add_arguments(loading)
     loading.set_defaults(run=_load)
+    from service import verify
+
+    verifying = commands.add_parser(
+        "verify", help="check from a match record that the match was dealt honestly"
+    )
+    verify.add_arguments(verifying)
+    verifying.set_defaults(run=_verify)
     return top
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from service.logs import FORMATS, LEVELS
@@ -43,6 +44,14 @@ class Config:
     """None: a fresh temporary directory."""
     io: str = "sync"
     """Beyond the contract: grpc's thread-pool server ("sync") or its asyncio server."""
+    signing_keys: str | None = dataclass_field(default=None, repr=False)
+    """Inline "kid:base64key,..." keys (secret: never shown); None: signing off."""
+    signing_keys_file: str | None = None
+    """File holding the keys in the same form."""
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    """CA bundle that client certificates must chain to (mutual TLS)."""
 
 
 def _port(text: str) -> int:
@@ -111,6 +120,11 @@ _PARSERS: Mapping[str, Callable[[str], Any]] = {
     "max_replay_actions": _at_least(0),
     "metrics_dir": _text,
     "io": _choice(IO_MODES),
+    "signing_keys": _text,
+    "signing_keys_file": _text,
+    "tls_cert": _text,
+    "tls_key": _text,
+    "tls_client_ca": _text,
 }
 _HELP: Mapping[str, str] = {
     "host": "bind address for gRPC and metrics (default [::])",
@@ -128,6 +142,13 @@ _HELP: Mapping[str, str] = {
     "max_replay_actions": "most actions one Replay call may carry (default 10000)",
     "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
     "io": "server flavour: sync (thread pool) or asyncio (default sync)",
+    "signing_keys": "state signing keys 'kid:base64key,...', first signs (prefer the variable "
+    "or the file: flags show in process lists)",
+    "signing_keys_file": "file holding the signing keys in the same form (default: none, "
+    "signing off)",
+    "tls_cert": "PEM certificate chain for TLS on the gRPC port (default: none, plaintext)",
+    "tls_key": "PEM private key of --tls-cert",
+    "tls_client_ca": "PEM CA bundle; clients must present a certificate it signed (mutual TLS)",
 }
 
 

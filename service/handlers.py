@@ -11,18 +11,26 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from basra.v1 import rules_pb2 as pb
+from google.protobuf.message import DecodeError, Message
 
 import engine
 from engine import Move, RuleError, State
 from engine.rng import commitment
 from service import convert, errors
+from service.signing import Keyring
+
+
+class _Limited(Protocol):
+    @property
+    def limits(self) -> Limits: ...
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
-H = TypeVar("H")
+H = TypeVar("H", bound=_Limited)
 
 DRAWN_SEED_BYTES = 32
 DEFAULT_MAX_REPLAY_ACTIONS = 10_000
@@ -31,14 +39,26 @@ DEFAULT_MAX_REPLAY_ACTIONS = 10_000
 def _refusing(
     method: Callable[Concatenate[H, P], R],
 ) -> Callable[Concatenate[H, P], R]:
-    """Turn the engine's RuleError raised by a handler into a Refusal with the same reason."""
+    """Turn the engine's RuleError raised by a handler into a Refusal with the same reason,
+    and refuse a response larger than the configured maximum (gRPC would end it bare)."""
 
     @functools.wraps(method)
     def wrapper(self: H, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return method(self, *args, **kwargs)
+            response = method(self, *args, **kwargs)
         except RuleError as error:
             raise errors.from_rule_error(error) from None
+        limit = self.limits.max_response_bytes
+        if limit is not None and isinstance(response, Message):
+            size = response.ByteSize()
+            if size > limit:
+                raise errors.refusal(
+                    errors.RESPONSE_TOO_LARGE,
+                    f"The response would have {size} bytes; this server sends at most {limit}.",
+                    size=size,
+                    max_bytes=limit,
+                )
+        return response
 
     return wrapper
 
@@ -58,15 +78,19 @@ class Limits:
 
     plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
     max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
+    max_response_bytes: int | None = None
+    """Largest response to send (None: no bound of the handlers' own)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Handlers:
-    """The five RPCs with their limits, a plan-timing observer and a seed source."""
+    """The five RPCs with their limits, a plan-timing observer, a seed source and signing keys."""
 
     limits: Limits = field(default_factory=Limits)
     observe_plan_seconds: Callable[[float], None] = _no_observation
     draw_seed: Callable[[], bytes] = _draw_seed
+    keyring: Keyring | None = None
+    """Signing keys: when set, states go out sealed and must come back sealed."""
 
     @_refusing
     def new_match(self, request: pb.NewMatchRequest) -> pb.MatchResult:
@@ -144,11 +168,13 @@ class Handlers:
         index, refused = result.refused_index, result.error
         if index is None and unreadable is not None:
             index, refused = len(actions), unreadable
+        final = convert.state_to_proto(result.state)
         response = pb.ReplayResponse(
-            state=convert.state_to_proto(result.state),
+            state=final,
             events=convert.events_to_proto(result.events),
             legal_moves=convert.moves_to_proto(result.state.to_move, self._moves(result.state)),
             refused_index=index,
+            signed_state=self._seal(final),
         )
         if refused is not None:
             as_refusal = errors.from_rule_error(refused)
@@ -164,14 +190,61 @@ class Handlers:
     def _checked_state(
         self, request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest
     ) -> State:
-        """Return the request's state once the engine has found it consistent."""
-        if not request.HasField("state"):
+        """Return the request's state once its seal (if signing) and the engine accept it."""
+        message = self._state_message(request)
+        state = convert.state_from_proto(message)
+        engine.check_state(state)
+        return state
+
+    def _state_message(
+        self, request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest
+    ) -> pb.State:
+        """The state message of a request: its plain state, or its sealed one once checked."""
+        plain, sealed = request.HasField("state"), request.HasField("signed_state")
+        if self.keyring is not None:
+            # Checked before anything reads the state: a bad seal never reaches the engine.
+            if plain or not sealed:
+                raise errors.refusal(
+                    errors.BAD_SIGNATURE,
+                    "This server signs states: send the signed_state it returned, unchanged, "
+                    "and no plain state.",
+                    field="signed_state",
+                )
+            seal = request.signed_state
+            if not self.keyring.verify(seal.key_id, seal.state, seal.signature):
+                raise errors.refusal(
+                    errors.BAD_SIGNATURE,
+                    "The signed state does not carry a valid signature of a current key.",
+                    key_id=seal.key_id[:64],
+                )
+        elif plain and sealed:
+            raise errors.refusal(
+                engine.Reason.INVALID_STATE,
+                "The request carries both a state and a signed state; send one.",
+                field="signed_state",
+            )
+        if sealed:
+            try:
+                return pb.State.FromString(request.signed_state.state)
+            except DecodeError:
+                raise errors.refusal(
+                    engine.Reason.INVALID_STATE,
+                    "The signed state's bytes are not a State message.",
+                    field="signed_state",
+                ) from None
+        if not plain:
             raise errors.refusal(
                 engine.Reason.INVALID_STATE, "The request carries no state.", field="state"
             )
-        state = convert.state_from_proto(request.state)
-        engine.check_state(state)
-        return state
+        return request.state
+
+    def _seal(self, message: pb.State) -> pb.SignedState | None:
+        """The signed form of a returned state, when signing."""
+        if self.keyring is None:
+            return None
+        data = message.SerializeToString()
+        key_id, signature = self.keyring.sign(data)
+        return pb.SignedState(state=data, key_id=key_id, signature=signature)
 
     def _moves(self, state: State) -> tuple[Move, ...]:
         """Legal moves of the seat to move, timing the plan generation of each card."""
@@ -188,12 +261,14 @@ class Handlers:
     def _result(self, state: State, events: tuple[engine.Event, ...]) -> pb.MatchResult:
         """The result of NewMatch and Apply: state, events as everyone and each seat sees them."""
         messages = convert.events_to_proto(events)
+        message = convert.state_to_proto(state)
         return pb.MatchResult(
-            state=convert.state_to_proto(state),
+            state=message,
             events=messages,
             legal_moves=convert.moves_to_proto(state.to_move, self._moves(state)),
             seat_events=convert.seat_events_to_proto(events, messages),
             seed_commitment=commitment(state.seed),
+            signed_state=self._seal(message),
         )
 
 

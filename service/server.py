@@ -20,6 +20,8 @@ from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
 from service.metrics import Metrics
 from service.servicer import SERVICE_NAME, AsyncRulesServicer, RulesServicer, add_to_server
+from service.signing import load_keys
+from service.tls import server_credentials, tls_files
 
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 # Health names that probes ask about: "" (the whole server) and the rules service.
@@ -30,13 +32,17 @@ SYNC_THREADS = 8
 KEEPALIVE_MS = 60_000
 KEEPALIVE_TIMEOUT_MS = 20_000
 MIN_CLIENT_PING_MS = 10_000
+# gRPC itself refuses messages past its own limits with a bare RESOURCE_EXHAUSTED; they are
+# set above the configured maximum so that requests (and responses) just past it reach the
+# service's own checks, which refuse them with reason REQUEST_TOO_LARGE (RESPONSE_TOO_LARGE).
+RECEIVE_HEADROOM_BYTES = 64 * 1024
 
 
 def grpc_options(config: Config) -> list[tuple[str, int]]:
     """Return the channel arguments of a server: sizes, port sharing, keepalive, connection age."""
     options = [
-        ("grpc.max_send_message_length", config.max_message_bytes),
-        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", receive_limit(config)),
+        ("grpc.max_receive_message_length", receive_limit(config)),
         ("grpc.so_reuseport", 1),
         ("grpc.keepalive_time_ms", KEEPALIVE_MS),
         ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
@@ -57,23 +63,32 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
     return options
 
 
+def receive_limit(config: Config) -> int:
+    """gRPC's own message limit: twice the configured maximum plus headroom."""
+    return 2 * config.max_message_bytes + RECEIVE_HEADROOM_BYTES
+
+
 def make_handlers(config: Config, metrics: Metrics | None) -> Handlers:
-    """Return the RPC handlers with the configured limits, timing plans into `metrics`."""
-    limits = Limits(config.plan_work_limit, config.max_replay_actions)
+    """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
+    limits = Limits(config.plan_work_limit, config.max_replay_actions, config.max_message_bytes)
+    keyring = load_keys(config.signing_keys, config.signing_keys_file)
     if metrics is None:
-        return Handlers(limits)
-    return Handlers(limits, observe_plan_seconds=metrics.plan_seconds.observe)
+        return Handlers(limits, keyring=keyring)
+    return Handlers(limits, observe_plan_seconds=metrics.plan_seconds.observe, keyring=keyring)
 
 
 def _address(config: Config, port: int) -> str:
     return f"{config.host}:{port}"
 
 
-def _bind(server: Any, address: str) -> int:
-    """Listen on `address`; refuse clearly when the port cannot be had."""
-    # Issue 5 (TLS) replaces this with add_secure_port when certificates are configured.
+def _bind(server: Any, address: str, config: Config) -> int:
+    """Listen on `address` (with TLS when configured); refuse clearly when it cannot be had."""
+    files = tls_files(config.tls_cert, config.tls_key, config.tls_client_ca)
     try:
-        port = int(server.add_insecure_port(address))
+        if files is None:
+            port = int(server.add_insecure_port(address))
+        else:
+            port = int(server.add_secure_port(address, server_credentials(files)))
     except RuntimeError as error:
         raise OSError(f"cannot listen on {address}: {error}") from None
     if port == 0:
@@ -121,14 +136,14 @@ def build_sync(
         options=grpc_options(config),
     )
     handlers = handlers or make_handlers(config, observer.metrics)
-    add_to_server(RulesServicer(handlers), server)
+    add_to_server(RulesServicer(handlers), server, config.max_message_bytes)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     for name in HEALTH_NAMES:
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
         reflection.enable_server_reflection(_service_names(config), server)
-    bound = _bind(server, _address(config, config.port if port is None else port))
+    bound = _bind(server, _address(config, config.port if port is None else port), config)
     return SyncServer(server, health_servicer, bound)
 
 
@@ -163,12 +178,12 @@ async def build_async(
         interceptors=[AsyncObservingInterceptor(observer)], options=grpc_options(config)
     )
     handlers = handlers or make_handlers(config, observer.metrics)
-    add_to_server(AsyncRulesServicer(handlers), server)
+    add_to_server(AsyncRulesServicer(handlers), server, config.max_message_bytes)
     health_servicer = health_aio.HealthServicer()
     for name in HEALTH_NAMES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
         reflection.enable_server_reflection(_service_names(config), server)
-    bound = _bind(server, _address(config, config.port if port is None else port))
+    bound = _bind(server, _address(config, config.port if port is None else port), config)
     return AsyncServer(server, health_servicer, bound)

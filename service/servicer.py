@@ -42,13 +42,19 @@ class Unreadable:
 
     message_type: str
     size: int
+    limit: int | None = None
+    """The configured maximum when the body was refused for its size, else None."""
 
 
-def _reader(message_type: type[Message]) -> Callable[[bytes], Message | Unreadable]:
+def _reader(
+    message_type: type[Message], limit: int | None = None
+) -> Callable[[bytes], Message | Unreadable]:
     """Return a request deserializer that yields Unreadable instead of raising."""
     parse = message_type.FromString
 
     def read(data: bytes) -> Message | Unreadable:
+        if limit is not None and len(data) > limit:
+            return Unreadable(message_type.DESCRIPTOR.name, len(data), limit)
         try:
             return parse(data)
         except Exception:  # any parse failure is the caller's malformed input
@@ -59,6 +65,13 @@ def _reader(message_type: type[Message]) -> Callable[[bytes], Message | Unreadab
 
 def respond(handler: Callable[[Req], Resp], request: Req | Unreadable) -> Resp:
     """Run a handler; every failure leaves as a Refusal, whatever raised it."""
+    if isinstance(request, Unreadable) and request.limit is not None:
+        raise errors.refusal(
+            errors.REQUEST_TOO_LARGE,
+            f"The request has {request.size} bytes; this server takes at most {request.limit}.",
+            size=request.size,
+            max_bytes=request.limit,
+        )
     if isinstance(request, Unreadable):
         raise errors.refusal(
             errors.MALFORMED_REQUEST,
@@ -163,12 +176,17 @@ async def _answer_async(
         raise
 
 
-def add_to_server(servicer: RulesServicer | AsyncRulesServicer, server: Any) -> None:
-    """Register a servicer on a sync or asyncio server, with never-raising request readers."""
+def add_to_server(
+    servicer: RulesServicer | AsyncRulesServicer, server: Any, max_request_bytes: int | None = None
+) -> None:
+    """Register a servicer on a sync or asyncio server, with never-raising request readers.
+
+    Requests larger than `max_request_bytes` are refused with REQUEST_TOO_LARGE.
+    """
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(
             getattr(servicer, name),
-            request_deserializer=_reader(request_type),
+            request_deserializer=_reader(request_type, max_request_bytes),
             response_serializer=response_type.SerializeToString,
         )
         for name, (request_type, response_type) in METHODS.items()

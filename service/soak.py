@@ -17,6 +17,7 @@ start and end.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import hashlib
 import json
@@ -150,7 +151,7 @@ class Table:
         _same_result("NewMatch", result, state, events)
         history: list[Event] = list(events)
         actions: list[Action] = []
-        wire = result.state
+        wire = _carried(result)
         while state.status is Status.IN_PROGRESS:
             if rnd.random() < LOOK_SHARE:
                 self._look(wire, state)
@@ -158,14 +159,14 @@ class Table:
                 self._wrong(wire, state)
             action = _random_action(state, rnd)
             request = pb.ApplyRequest(
-                state=wire, action=_action_proto(action, rnd), expected_seq=state.seq
+                **wire, action=_action_proto(action, rnd), expected_seq=state.seq
             )
             result = self.call("Apply", request)
             state, events = engine.apply(state, action)
             _same_result("Apply", result, state, events)
             history.extend(events)
             actions.append(action)
-            wire = result.state
+            wire = _carried(result)
         self._look(wire, state)
         replay = self.call(
             "Replay",
@@ -179,29 +180,29 @@ class Table:
             raise Mismatch(f"Replay refused action {replay.refused_index} of an honest match")
         self.tally.finished()
 
-    def _look(self, wire: pb.State, state: State) -> None:
+    def _look(self, wire: dict[str, Any], state: State) -> None:
         """LegalMoves and a PlayerView of a random seat, both checked."""
-        moves = self.call("LegalMoves", pb.LegalMovesRequest(state=wire))
+        moves = self.call("LegalMoves", pb.LegalMovesRequest(**wire))
         _same(
             "LegalMoves",
             moves.legal_moves,
             convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
         )
         seat = self.rnd.randrange(2)
-        view = self.call("PlayerView", pb.PlayerViewRequest(state=wire, seat=seat))
+        view = self.call("PlayerView", pb.PlayerViewRequest(**wire, seat=seat))
         _same("PlayerView", view.view, convert.view_to_proto(engine.seat_view(state, seat)))
 
-    def _wrong(self, wire: pb.State, state: State) -> None:
+    def _wrong(self, wire: dict[str, Any], state: State) -> None:
         """One request whose refusal is known: wrong seat, or a stale expected_seq."""
         assert state.to_move is not None
         card = engine.code(state.hands[state.to_move][0])
         if self.rnd.random() < 0.5:
             action = pb.Action(seat=1 - state.to_move, card=card)
-            request = pb.ApplyRequest(state=wire, action=action)
+            request = pb.ApplyRequest(**wire, action=action)
             self.refused("Apply", request, grpc.StatusCode.FAILED_PRECONDITION, "NOT_YOUR_TURN")
         else:
             action = pb.Action(seat=state.to_move, card=card)
-            request = pb.ApplyRequest(state=wire, action=action, expected_seq=state.seq + 1)
+            request = pb.ApplyRequest(**wire, action=action, expected_seq=state.seq + 1)
             self.refused("Apply", request, grpc.StatusCode.ABORTED, errors.SEQ_MISMATCH)
 
 
@@ -209,6 +210,15 @@ def _reason(error: grpc.RpcError) -> str | None:
     """The ErrorInfo reason of a failed call."""
     trailing: Any = error.trailing_metadata()
     return errors.reason_in(trailing)
+
+
+def _carried(result: pb.MatchResult) -> dict[str, Any]:
+    """The state field of the next request: the sealed state when the server signs."""
+    if result.HasField("signed_state"):
+        if pb.State.FromString(result.signed_state.state) != result.state:
+            raise Mismatch("the signed state holds another state than the plain one")
+        return {"signed_state": result.signed_state}
+    return {"state": result.state}
 
 
 def _same(what: str, got: Any, want: Any) -> None:
@@ -470,6 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed of the tables")
     parser.add_argument("--json", help="also write the report as JSON to this file")
     parser.add_argument(
+        "--signing", action="store_true", help="start the server with a fresh signing key"
+    )
+    parser.add_argument(
         "--kill-every", type=float, help="SIGKILL a random worker this often (seconds)"
     )
     args = parser.parse_args(argv)
@@ -482,7 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         pid = args.server_pid
         workers = (lambda: harness.worker_pids(pid) or [pid]) if pid else list
     else:
-        served = harness.start(["--workers", str(args.workers)], keep_calls=False)
+        env = {}
+        if args.signing:
+            env["BASRA_SIGNING_KEYS"] = "soak:" + base64.b64encode(os.urandom(32)).decode()
+        served = harness.start(["--workers", str(args.workers)], env=env, keep_calls=False)
         target = served.target
         workers = served.ready_workers
     try:

@@ -7,8 +7,10 @@ does in Kubernetes). Without a certificate the port speaks plaintext.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 
 class TLSConfigError(ValueError):
@@ -48,8 +50,18 @@ def _read(path: str, what: str) -> bytes:
     return data
 
 
+def check_files(files: TLSFiles) -> None:
+    """Read every file once, so that a missing or non-PEM one stops the server at start."""
+    _read(files.cert, "certificate")
+    _read(files.key, "key")
+    if files.client_ca is not None:
+        _read(files.client_ca, "client CA")
+
+
 def server_credentials(files: TLSFiles) -> grpc.ServerCredentials:
     """Server credentials; with a client CA, clients must present a certificate it signed."""
+    import grpc  # only workers serve gRPC; the supervisor checks the files without it
+
     chain = _read(files.cert, "certificate")
     key = _read(files.key, "key")
     if files.client_ca is None:

@@ -67,8 +67,10 @@ def test_reflection_is_on_by_default_and_switchable() -> None:
 
 
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
-    """No setting escapes the contract unnoticed: the only extras are reflection and io."""
-    assert {f.name for f in fields(Config)} - set(CONTRACT) == {"reflection", "io"}
+    """No setting escapes the contract unnoticed: the extras are reflection, io and the
+    signing and TLS settings that the contract reserves for the trust issue."""
+    reserved = {"signing_keys", "signing_keys_file", "tls_cert", "tls_key", "tls_client_ca"}
+    assert {f.name for f in fields(Config)} - set(CONTRACT) == {"reflection", "io", *reserved}
 
 
 @pytest.mark.parametrize(
@@ -129,7 +131,12 @@ def test_every_reason_has_its_status_code() -> None:
         "MUST_CAPTURE",
         "MATCH_OVER",
     }
-    exhausted = {"STATE_TOO_COMPLEX", "TOO_MANY_ACTIONS"}
+    exhausted = {
+        "STATE_TOO_COMPLEX",
+        "TOO_MANY_ACTIONS",
+        "REQUEST_TOO_LARGE",
+        "RESPONSE_TOO_LARGE",
+    }
     for engine_reason in engine.Reason:
         assert engine_reason.value in errors.known_reasons()
     for reason in errors.known_reasons():
@@ -140,6 +147,8 @@ def test_every_reason_has_its_status_code() -> None:
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
         elif reason == "SEQ_MISMATCH":
             assert code is grpc.StatusCode.ABORTED
+        elif reason == "BAD_SIGNATURE":
+            assert code is grpc.StatusCode.UNAUTHENTICATED
         else:
             assert code is grpc.StatusCode.INVALID_ARGUMENT
 

@@ -147,3 +147,71 @@ def test_a_replay_limit_of_zero_allows_only_the_deal(
         with pytest.raises(grpc.RpcError) as refused:
             stub.Replay(pb.ReplayRequest(seed=seed, actions=[_action(actions[0])]), timeout=TIMEOUT)
         assert refusal(refused.value)[1] == "TOO_MANY_ACTIONS"
+
+
+def _sized(size: int) -> pb.ReplayRequest:
+    """A Replay request of exactly `size` bytes (its first action is refused, so it is cheap)."""
+    for count in range(size // 8 + 1):
+        for length in range(65):
+            request = pb.ReplayRequest(
+                seed=b"size", actions=[pb.Action(seat=0, card="AC")] * count, labels=["x" * length]
+            )
+            if request.ByteSize() == size:
+                return request
+    raise AssertionError(f"no request of {size} bytes")
+
+
+def test_a_request_of_the_largest_size_is_served_and_one_byte_more_refused() -> None:
+    limit = 2048
+    with serving(Config(max_message_bytes=limit)) as stub:
+        served = stub.Replay(_sized(limit), timeout=TIMEOUT)
+        assert served.refused_index == 0
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Replay(_sized(limit + 1), timeout=TIMEOUT)
+        code, reason, metadata = refusal(refused.value)
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE")
+        assert metadata == {"size": str(limit + 1), "maxBytes": str(limit)}
+        # Far past it, gRPC itself refuses before any code of the service runs.
+        huge = pb.LegalMovesRequest(state=pb.State(seed=bytes(3 * limit + 70_000)))
+        with pytest.raises(grpc.RpcError) as flooded:
+            stub.LegalMoves(huge, timeout=TIMEOUT)
+        assert flooded.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_the_size_limit_holds_for_every_method() -> None:
+    limit = 1024
+    big = "x" * limit
+    requests = {
+        "NewMatch": pb.NewMatchRequest(labels=[big]),
+        "Apply": pb.ApplyRequest(action=pb.Action(card=big)),
+        "LegalMoves": pb.LegalMovesRequest(state=pb.State(deck=[big])),
+        "PlayerView": pb.PlayerViewRequest(state=pb.State(floor=[big])),
+        "Replay": pb.ReplayRequest(labels=[big]),
+    }
+    with serving(Config(max_message_bytes=limit)) as stub:
+        for method, request in requests.items():
+            with pytest.raises(grpc.RpcError) as refused:
+                getattr(stub, method)(request, timeout=TIMEOUT)
+            assert refusal(refused.value)[:2] == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "REQUEST_TOO_LARGE",
+            ), method
+
+
+def test_a_response_past_the_size_limit_is_refused_with_its_reason(
+    whole_match: tuple[bytes, list[Action]],
+) -> None:
+    """The limit bounds answers too: a long replay's answer cannot exceed it."""
+    seed, actions = whole_match
+    request = pb.ReplayRequest(seed=seed, actions=[_action(a) for a in actions[:60]])
+    with serving(Config()) as stub:
+        size = stub.Replay(request, timeout=TIMEOUT).ByteSize()
+    assert request.ByteSize() < 1024 < size
+    with serving(Config(max_message_bytes=size)) as stub:
+        assert stub.Replay(request, timeout=TIMEOUT).ByteSize() == size
+    with serving(Config(max_message_bytes=size - 1)) as stub:
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Replay(request, timeout=TIMEOUT)
+        code, reason, metadata = refusal(refused.value)
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "RESPONSE_TOO_LARGE")
+        assert metadata == {"size": str(size), "maxBytes": str(size - 1)}
