@@ -1,0 +1,222 @@
+"""Signed states through the service: sealed answers, refused tampering, key rotation."""
+
+from __future__ import annotations
+
+import base64
+import io
+import random
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
+from typing import Any
+
+import grpc
+import pytest
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+
+from service import errors
+from service.config import Config
+from service.errors import Refusal
+from service.interceptors import CallObserver
+from service.logs import make_logger
+from service.server import build_sync, make_handlers
+from service.signing import DOMAIN, mac
+
+TIMEOUT = 10.0
+SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
+
+
+def keys(*kids: str) -> str:
+    """A BASRA_SIGNING_KEYS value holding these keys, the first one signing."""
+    return ",".join(f"{k}:{base64.b64encode(SECRETS[k]).decode()}" for k in kids)
+
+
+@contextmanager
+def serving(config: Config) -> Iterator[Any]:
+    """A thread-pool server with this configuration on a free loopback port, and a stub."""
+    observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
+    server = build_sync(replace(config, host="127.0.0.1"), observer, 0)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            yield rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+    finally:
+        server.stop(0)
+
+
+def refusal_of(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
+    """The code and ErrorInfo reason of a refused call."""
+    trailing: Any = error.trailing_metadata()
+    for key, value in trailing or ():
+        if key == "grpc-status-details-bin":
+            info = error_details_pb2.ErrorInfo()
+            assert status_pb2.Status.FromString(value).details[0].Unpack(info)
+            return error.code(), info.reason
+    raise AssertionError("no ErrorInfo")
+
+
+BAD = (grpc.StatusCode.UNAUTHENTICATED, errors.BAD_SIGNATURE)
+
+
+def first_action(result: Any) -> pb.Action:
+    """The first legal move of a result, with its first plan."""
+    move = result.legal_moves.moves[0]
+    action = pb.Action(seat=result.legal_moves.seat, card=move.card)
+    if move.plans:
+        action.plan_id = 1
+    return action
+
+
+def test_every_returned_state_is_sealed_with_the_first_key() -> None:
+    with serving(Config(signing_keys=keys("k2", "k1"))) as stub:
+        result = stub.NewMatch(pb.NewMatchRequest(seed=b"sealed"), timeout=TIMEOUT)
+        for _ in range(6):
+            sealed = result.signed_state
+            assert sealed.key_id == "k2"
+            assert sealed.signature == mac(SECRETS["k2"], sealed.state)
+            assert pb.State.FromString(sealed.state) == result.state
+            request = pb.ApplyRequest(signed_state=sealed, action=first_action(result))
+            result = stub.Apply(request, timeout=TIMEOUT)
+        moves = stub.LegalMoves(
+            pb.LegalMovesRequest(signed_state=result.signed_state), timeout=TIMEOUT
+        )
+        assert moves.legal_moves == result.legal_moves
+        view = stub.PlayerView(
+            pb.PlayerViewRequest(signed_state=result.signed_state, seat=0), timeout=TIMEOUT
+        )
+        assert view.view.seq == result.state.seq == 6
+        replayed = stub.Replay(pb.ReplayRequest(seed=b"sealed"), timeout=TIMEOUT)
+        assert replayed.signed_state.signature == mac(SECRETS["k2"], replayed.signed_state.state)
+    assert DOMAIN == b"basra.v1.SignedState\n"
+
+
+@pytest.mark.parametrize("method", ["Apply", "LegalMoves", "PlayerView"])
+def test_a_plain_or_missing_state_is_refused_when_signing_is_on(method: str) -> None:
+    with serving(Config(signing_keys=keys("k1"))) as stub:
+        result = stub.NewMatch(pb.NewMatchRequest(seed=b"plain"), timeout=TIMEOUT)
+        extra: dict[str, Any] = {
+            "Apply": {"action": first_action(result)},
+            "PlayerView": {"seat": 0},
+        }
+        kind = {
+            "Apply": pb.ApplyRequest,
+            "LegalMoves": pb.LegalMovesRequest,
+            "PlayerView": pb.PlayerViewRequest,
+        }[method]
+        for fields in (
+            {"state": result.state},
+            {},
+            {"state": result.state, "signed_state": result.signed_state},
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                getattr(stub, method)(kind(**fields, **extra.get(method, {})), timeout=TIMEOUT)
+            assert refusal_of(refused.value) == BAD
+
+
+def _flips(data: bytes, bits: range | None = None) -> Iterator[bytes]:
+    """`data` with one bit flipped, for every bit (or the given bit positions of each byte)."""
+    for index in range(len(data)):
+        for bit in bits or range(8):
+            changed = bytearray(data)
+            changed[index] ^= 1 << bit
+            yield bytes(changed)
+
+
+def test_a_flipped_bit_anywhere_in_a_signed_state_is_refused() -> None:
+    """Every bit of the state bytes, the signature and the key id (handlers, then gRPC)."""
+    handlers = make_handlers(Config(signing_keys=keys("k1")), None)
+    result = handlers.new_match(pb.NewMatchRequest(seed=b"bits"))
+    sealed = result.signed_state
+    variants: list[pb.SignedState] = []
+    variants += [replace_field(sealed, state=d) for d in _flips(sealed.state)]
+    variants += [replace_field(sealed, signature=d) for d in _flips(sealed.signature)]
+    # Key ids are text, so only flips that keep them ASCII can be sent at all.
+    variants += [
+        replace_field(sealed, key_id=d.decode()) for d in _flips(sealed.key_id.encode(), range(7))
+    ]
+    assert len(variants) == 8 * (len(sealed.state) + 32) + 7 * len(sealed.key_id)
+    for variant in variants:
+        with pytest.raises(Refusal) as refused:
+            handlers.legal_moves(pb.LegalMovesRequest(signed_state=variant))
+        assert (refused.value.code, refused.value.reason) == BAD
+    assert handlers.legal_moves(pb.LegalMovesRequest(signed_state=sealed)).legal_moves.moves
+    with serving(Config(signing_keys=keys("k1"))) as stub:
+        for variant in random.Random(1).sample(variants, 40):
+            with pytest.raises(grpc.RpcError) as refused_call:
+                stub.LegalMoves(pb.LegalMovesRequest(signed_state=variant), timeout=TIMEOUT)
+            assert refusal_of(refused_call.value) == BAD
+
+
+def replace_field(message: pb.SignedState, **changes: Any) -> pb.SignedState:
+    """A copy of a SignedState with some fields changed."""
+    copy = pb.SignedState()
+    copy.CopyFrom(message)
+    for name, value in changes.items():
+        setattr(copy, name, value)
+    return copy
+
+
+def _play(stubs: list[Any], moves: int) -> Any:
+    """A match whose calls go to the servers in turn; return the last result."""
+    result = stubs[0].NewMatch(pb.NewMatchRequest(seed=b"rotation"), timeout=TIMEOUT)
+    for n in range(moves):
+        stub = stubs[(n + 1) % len(stubs)]
+        request = pb.ApplyRequest(signed_state=result.signed_state, action=first_action(result))
+        result = stub.Apply(request, timeout=TIMEOUT)
+    return result
+
+
+@pytest.mark.parametrize(
+    "phase",
+    [
+        (("k1", "k2"), ("k2", "k1")),  # the new key is known everywhere before it signs
+        (("k2", "k1"), ("k2",)),  # the old key is dropped once nothing signs with it
+        (("k1",), ("k1", "k2")),  # the new key is added behind the signing one
+    ],
+    ids=["switch-signer", "retire-old", "add-new"],
+)
+def test_rotation_across_two_servers_with_overlapping_keys(
+    phase: tuple[tuple[str, ...], tuple[str, ...]],
+) -> None:
+    """Calls of one match alternate between two servers of a rolling update: all succeed."""
+    with ExitStack() as stack:
+        stubs = [stack.enter_context(serving(Config(signing_keys=keys(*k)))) for k in phase]
+        result = _play(stubs, 8)
+        assert result.state.seq == 8
+
+
+def test_a_state_signed_with_a_retired_key_is_refused() -> None:
+    with serving(Config(signing_keys=keys("k1"))) as old:
+        sealed = old.NewMatch(pb.NewMatchRequest(seed=b"retired"), timeout=TIMEOUT)
+    assert sealed.signed_state.key_id == "k1"
+    with serving(Config(signing_keys=keys("k2", "k3"))) as new:
+        with pytest.raises(grpc.RpcError) as refused:
+            new.LegalMoves(pb.LegalMovesRequest(signed_state=sealed.signed_state), timeout=TIMEOUT)
+        assert refusal_of(refused.value) == BAD
+    # Same key id, other secret: a key replaced under its old name is retired too.
+    with serving(Config(signing_keys="k1:" + base64.b64encode(bytes(32)).decode())) as renamed:
+        with pytest.raises(grpc.RpcError) as refused:
+            renamed.LegalMoves(
+                pb.LegalMovesRequest(signed_state=sealed.signed_state), timeout=TIMEOUT
+            )
+        assert refusal_of(refused.value) == BAD
+
+
+def test_without_keys_states_are_plain_and_a_signed_one_is_read() -> None:
+    with serving(Config(signing_keys=keys("k1"))) as signing:
+        sealed = signing.NewMatch(pb.NewMatchRequest(seed=b"off"), timeout=TIMEOUT)
+    with serving(Config()) as plain:
+        result = plain.NewMatch(pb.NewMatchRequest(seed=b"off"), timeout=TIMEOUT)
+        assert not result.HasField("signed_state")
+        moves = plain.LegalMoves(
+            pb.LegalMovesRequest(signed_state=sealed.signed_state), timeout=TIMEOUT
+        )
+        assert moves.legal_moves == result.legal_moves
+        with pytest.raises(grpc.RpcError) as refused:
+            plain.LegalMoves(
+                pb.LegalMovesRequest(state=result.state, signed_state=sealed.signed_state),
+                timeout=TIMEOUT,
+            )
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
