@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import random
 import threading
 from collections.abc import Iterator
@@ -15,13 +16,14 @@ from service import harness, soak
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[harness.ServedProcess]:
-    """`basra-rules serve --workers 2` on a loopback port of its own choosing."""
-    served = harness.start(["--workers", "2"], keep_calls=False)
+    """`basra-rules serve --workers 2`, signing states, on a loopback port of its choosing."""
+    key = base64.b64encode(random.Random(0).randbytes(32)).decode()
+    served = harness.start(["--workers", "2"], env={"BASRA_SIGNING_KEYS": f"soak:{key}"})
     yield served
     served.stop()
 
 
-def test_short_soak_finds_no_error_and_measures_every_worker(
+def test_short_soak_of_signed_states_finds_no_error_and_measures_every_worker(
     server: harness.ServedProcess,
 ) -> None:
     workers = server.workers()
@@ -37,6 +39,7 @@ def test_short_soak_finds_no_error_and_measures_every_worker(
     assert report.total_calls <= 150 * 8 + 1  # the pacer never exceeds the rate asked
     assert sum(report.expected_refusals.values()) >= 1
     assert report.workers_start == report.workers_end == workers
+    assert server.find("worker died, replacing it") == []
     for pid in workers:
         start, end = report.rss_kib_start[pid], report.rss_kib_end[pid]
         assert start is not None and end is not None and start > 0 and end > 0
