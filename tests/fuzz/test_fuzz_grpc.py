@@ -5,8 +5,10 @@ bytes as request bodies. Every answer must be a correct result (the same one the
 give in this process, from an accepted state only) or a refusal with an allowed code and
 exactly one ErrorInfo; never UNKNOWN, INTERNAL or a hang, and the server stays healthy.
 
-Budget: BASRA_FUZZ_EXAMPLES examples per test (default 60). Requests stay under the default
-1 MiB message limit here; tests/trust covers the limit itself.; BASRA_FUZZ_REPORT names a JSON
+Huge strings can carry a request past the 1 MiB message limit: it must then be refused with
+REQUEST_TOO_LARGE (tests/trust checks the limit at and just past its value).
+
+Budget: BASRA_FUZZ_EXAMPLES examples per test (default 60); BASRA_FUZZ_REPORT names a JSON
 file that receives the count of inputs sent per RPC and outcome (see RELIABILITY.md).
 """
 
@@ -286,6 +288,7 @@ def tally() -> Iterator[Counter[str]]:
 
 
 HANDLERS = make_handlers(Config(), None)
+LIMIT = Config().max_message_bytes
 BY_METHOD: dict[str, Callable[[Any], Any]] = {
     "NewMatch": HANDLERS.new_match,
     "Apply": HANDLERS.apply,
@@ -309,10 +312,14 @@ def _infos(trailing: Any) -> list[error_details_pb2.ErrorInfo]:
 def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
     """What the handlers answer in this process to the same request bytes."""
     request_type = METHODS[method][0]
-    try:
-        request: Message | Unreadable = request_type.FromString(body)
-    except DecodeError:
-        request = Unreadable(request_type.DESCRIPTOR.name, len(body))
+    request: Message | Unreadable
+    if len(body) > LIMIT:
+        request = Unreadable(request_type.DESCRIPTOR.name, len(body), LIMIT)
+    else:
+        try:
+            request = request_type.FromString(body)
+        except DecodeError:
+            request = Unreadable(request_type.DESCRIPTOR.name, len(body))
     try:
         return respond(BY_METHOD[method], request).SerializeToString(), None
     except Refusal as refusal:
