@@ -342,6 +342,7 @@ def machine() -> dict[str, Any]:
                 model = line.split(":", 1)[1].strip()
                 break
     return {
+        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
         "cpus": os.cpu_count(),
         "cpu_model": model,
         "python": platform.python_version(),
@@ -422,6 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(header)
     print(report(results, reply_bytes, request_bytes))
+    # Other work on the machine skews every figure: say how busy it was by the end.
+    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
     if args.json_out:
         args.json_out.write_text(
             json.dumps(
