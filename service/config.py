@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
 from typing import Any
 
+import engine
 from service.logs import FORMATS, LEVELS
 
 IO_MODES = ("sync", "asyncio")
@@ -38,7 +39,7 @@ class Config:
     grace_seconds: float = 10.0
     max_connection_age_seconds: float = 300.0
     max_connection_age_grace_seconds: float = 30.0
-    plan_work_limit: int = 200_000
+    plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
     max_replay_actions: int = 10_000
     metrics_dir: str | None = None
     """None: a fresh temporary directory."""
@@ -138,7 +139,8 @@ _HELP: Mapping[str, str] = {
     "grace_seconds": "how long in-flight calls may finish after SIGTERM (default 10)",
     "max_connection_age_seconds": "grpc.max_connection_age_ms in seconds (default 300; 0 = off)",
     "max_connection_age_grace_seconds": "grpc.max_connection_age_grace_ms in seconds (default 30)",
-    "plan_work_limit": "plan-search work bound; past it STATE_TOO_COMPLEX (default 200000)",
+    "plan_work_limit": "plan-search work bound; past it STATE_TOO_COMPLEX (default %d)"
+    % engine.DEFAULT_WORK_LIMIT,
     "max_replay_actions": "most actions one Replay call may carry (default 10000)",
     "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
     "io": "server flavour: sync (thread pool) or asyncio (default sync)",

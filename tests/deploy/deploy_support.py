@@ -36,7 +36,7 @@ CONTRACT_DEFAULTS: Mapping[str, str] = {
     "BASRA_GRACE_SECONDS": "10",
     "BASRA_MAX_CONNECTION_AGE_SECONDS": "300",
     "BASRA_MAX_CONNECTION_AGE_GRACE_SECONDS": "30",
-    "BASRA_PLAN_WORK_LIMIT": "200000",
+    "BASRA_PLAN_WORK_LIMIT": "10000",
     "BASRA_MAX_REPLAY_ACTIONS": "10000",
 }
 # Where the chart deliberately departs from the server's defaults, and why.

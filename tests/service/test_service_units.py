@@ -38,7 +38,13 @@ CONTRACT = {
         "5",
         5,
     ),
-    "plan_work_limit": ("--plan-work-limit", "BASRA_PLAN_WORK_LIMIT", 200000, "500", 500),
+    "plan_work_limit": (
+        "--plan-work-limit",
+        "BASRA_PLAN_WORK_LIMIT",
+        engine.DEFAULT_WORK_LIMIT,
+        "500",
+        500,
+    ),
     "max_replay_actions": ("--max-replay-actions", "BASRA_MAX_REPLAY_ACTIONS", 10000, "7", 7),
     "metrics_dir": ("--metrics-dir", "BASRA_METRICS_DIR", None, "/tmp/m", "/tmp/m"),
 }
