@@ -139,8 +139,9 @@ _HELP: Mapping[str, str] = {
     "grace_seconds": "how long in-flight calls may finish after SIGTERM (default 10)",
     "max_connection_age_seconds": "grpc.max_connection_age_ms in seconds (default 300; 0 = off)",
     "max_connection_age_grace_seconds": "grpc.max_connection_age_grace_ms in seconds (default 30)",
-    "plan_work_limit": "plan-search work bound; past it STATE_TOO_COMPLEX (default %d)"
-    % engine.DEFAULT_WORK_LIMIT,
+    "plan_work_limit": (
+        f"plan-search work bound; past it STATE_TOO_COMPLEX (default {engine.DEFAULT_WORK_LIMIT})"
+    ),
     "max_replay_actions": "most actions one Replay call may carry (default 10000)",
     "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
     "io": "server flavour: sync (thread pool) or asyncio (default sync)",
