@@ -388,6 +388,32 @@ def report(results: Sequence[VariantResult], reply_bytes: int, request_bytes: in
     return "\n".join(lines)
 
 
+def merge(paths: Sequence[Path]) -> tuple[list[VariantResult], int, int]:
+    """Combine saved runs (--json-out files): the median of each figure across the runs."""
+    runs = [json.loads(path.read_text()) for path in paths]
+    keys = sorted({(r["io"], r["workers"]) for run in runs for r in run["results"]})
+    merged = []
+    for io, workers in keys:
+        found = [
+            r for run in runs for r in run["results"] if (r["io"], r["workers"]) == (io, workers)
+        ]
+        figures = {
+            name: statistics.median(r[name] for r in found)
+            for name in VariantResult.__dataclass_fields__
+            if name not in ("io", "workers", "errors", "rounds")
+        }
+        merged.append(
+            VariantResult(
+                io=io,
+                workers=workers,
+                errors=sum(r["errors"] for r in found),
+                rounds=[],
+                **figures,
+            )
+        )
+    return merged, runs[0]["reply_bytes"], runs[0]["request_bytes"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print (and optionally save) its figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -404,7 +430,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="server log level; at info Apply calls are logged and no-op calls are not",
     )
     parser.add_argument("--json-out", type=Path, help="also write the results as JSON")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, help="print the medians of saved runs instead of running"
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        merged, reply, request = merge(args.merge)
+        print(f"medians of {len(args.merge)} runs: {' '.join(str(p) for p in args.merge)}")
+        print(report(merged, reply, request))
+        return 0
 
     requests, reply_bytes = apply_requests()
     request_bytes = round(statistics.mean(len(r) for r in requests))
