@@ -41,7 +41,8 @@ def main() -> int:
         worst: tuple[int, tuple[int, ...]] = (0, ())
         for counts in shapes(value - 1):
             total += 1
-            work = _abstract_plans(value, counts, 10**9).work
+            shape = sum(((1 << c) - 1) << (4 * r) for r, c in enumerate(counts))
+            work = _abstract_plans(value, shape, 10**9).work
             if work > worst[0]:
                 worst = (work, counts)
         _abstract_plans.cache_clear()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.cards import (
     FULL_MASK,
@@ -35,9 +36,12 @@ _QUEEN_KING_MASK = RANK_MASKS[11] | RANK_MASKS[12]
 _SWEEP_KIND = 13  # the played 7D; ranks 0..12 are their own kinds
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """One way to play a card that captures: the floor cards taken and how they split."""
+class Plan(NamedTuple):
+    """One way to play a card that captures: the floor cards taken and how they split.
+
+    A NamedTuple rather than a frozen dataclass: plans are built on the hot path and a
+    tuple is several times cheaper to create, while staying an immutable value.
+    """
 
     id: int
     cards: tuple[Card, ...]
@@ -147,14 +151,23 @@ def _plans_cached(
     return tuple(plans), work
 
 
+# Per byte (two ranks): the same byte with each nibble's cards packed into its low bits.
+_PACKED_BYTE: tuple[int, ...] = tuple(
+    ((1 << (b & 15).bit_count()) - 1) | (((1 << (b >> 4).bit_count()) - 1) << 4) for b in range(256)
+)
+
 _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
 
 
 @lru_cache(maxsize=1 << 16)
 def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken, ...] | None, int]:
     """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex."""
-    counts = tuple(((smaller_mask >> (4 * r)) & 0b1111).bit_count() for r in range(value - 1))
-    abstract = _abstract_plans(value, counts, limit)
+    shape = 0  # each rank's nibble with its cards moved to the low bits: only counts matter
+    shift = 0
+    while smaller_mask >> shift:
+        shape |= _PACKED_BYTE[(smaller_mask >> shift) & 0xFF] << shift
+        shift += 8
+    abstract = _abstract_plans(value, shape, limit)
     if abstract.work > limit:
         return None, abstract.work
     smaller = cards_of(smaller_mask)
@@ -169,9 +182,12 @@ def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken,
 
 
 @lru_cache(maxsize=1 << 14)
-def _abstract_plans(value: int, counts: tuple[int, ...], limit: int) -> _Abstract:
-    """Plans over positions of the smaller cards, sorted by value then copy (= canonical)."""
-    values = [v + 1 for v, n in enumerate(counts) for _ in range(n)]
+def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
+    """Plans over positions of the smaller cards, sorted by value then copy (= canonical).
+
+    `shape` holds, in the nibble of each smaller rank, as many low bits as cards of it.
+    """
+    values = [r + 1 for r in range(value - 1) for _ in range(((shape >> (4 * r)) & 15).bit_count())]
     n = len(values)
     work = 0
 
