@@ -62,9 +62,16 @@ def noop_handler(reply: bytes, asynchronous: bool) -> Any:
     return grpc.method_handlers_generic_handler(NOOP_SERVICE, {NOOP_METHOD: method})
 
 
-def worker_main(config: Config, port: int, reply_bytes: int, ready: Connection) -> None:
+def worker_main(
+    config: Config, port: int, reply_bytes: int, sync_threads: int, ready: Connection
+) -> None:
     """Run one worker: the service's server plus the no-op method, until SIGTERM."""
+    from service import server
     from service.interceptors import CallObserver
+
+    if sync_threads:
+        # A benchmark-only knob: the service's builder reads this module constant when called.
+        server.SYNC_THREADS = sync_threads
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     observer = CallObserver(metrics.Metrics.create(None), logger)
@@ -110,8 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     service_config.add_arguments(parser)
     parser.add_argument("--reply-bytes", type=int, default=1024, help="no-op reply size")
+    parser.add_argument(
+        "--sync-threads", type=int, default=0, help="sync server threads (0: the service's)"
+    )
     args = vars(parser.parse_args(argv))
     reply_bytes = int(args.pop("reply_bytes"))
+    sync_threads = int(args.pop("sync_threads"))
     config = service_config.resolve(args, os.environ)
     directory = metrics.prepare_directory(
         config.metrics_dir or tempfile.mkdtemp(prefix="basra-bench-metrics-")
@@ -125,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     for slot in range(config.workers):
         reader, writer = context.Pipe(duplex=False)
         process = context.Process(
-            target=worker_main, args=(config, config.port, reply_bytes, writer), name=f"w{slot}"
+            target=worker_main,
+            args=(config, config.port, reply_bytes, sync_threads, writer),
+            name=f"w{slot}",
         )
         process.start()
         writer.close()

@@ -114,7 +114,13 @@ class Server:
 
 @contextmanager
 def bench_server(
-    io: str, workers: int, reply_bytes: int, log_level: str, real: bool = False
+    io: str,
+    workers: int,
+    reply_bytes: int,
+    log_level: str,
+    *,
+    real: bool = False,
+    sync_threads: int = 0,
 ) -> Iterator[Server]:
     """Run benchmarks/bench_server.py (or, `real`, `basra-rules serve`) until the block ends."""
     port = free_port()
@@ -122,6 +128,7 @@ def bench_server(
         command = [str(Path(sys.executable).with_name("basra-rules")), "serve"]
     else:
         command = [sys.executable, str(BENCH_SERVER), "--reply-bytes", str(reply_bytes)]
+        command += ["--sync-threads", str(sync_threads)]
     command += [
         "--host",
         "127.0.0.1",
@@ -258,7 +265,9 @@ def run_variant(
     """Measure one server flavour and worker count."""
     connections = max(args.connections, workers)
     rounds: list[dict[str, Any]] = []
-    with bench_server(io, workers, reply_bytes, args.log_level) as server:
+    with bench_server(
+        io, workers, reply_bytes, args.log_level, sync_threads=args.sync_threads
+    ) as server:
         for rpc in ("Apply", "Noop"):  # warm-up: imports, caches, connection setup
             measure(
                 server,
@@ -430,6 +439,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="server log level; at info Apply calls are logged and no-op calls are not",
     )
     parser.add_argument("--json-out", type=Path, help="also write the results as JSON")
+    parser.add_argument(
+        "--sync-threads",
+        type=int,
+        default=0,
+        help="threads of the sync server in the no-op comparison (0: the service's own)",
+    )
     parser.add_argument(
         "--merge", nargs="+", type=Path, help="print the medians of saved runs instead of running"
     )
