@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -54,8 +55,9 @@ def shuffled(seed: bytes, label: str, items: Sequence[T]) -> tuple[T, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
 def first_dealer(seed: bytes) -> int:
-    """Return the seat (0 or 1) that deals the first hand."""
+    """Return the seat (0 or 1) that deals the first hand (memoised: every state check asks)."""
     return _below(_words(seed, "first-dealer"), 2)
 
 
