@@ -131,6 +131,11 @@ def main() -> int:
     parser.add_argument("--hands", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--brute-samples", type=int, default=20_000)
+    parser.add_argument(
+        "--gc-off",
+        action="store_true",
+        help="disable the cyclic GC while timing (shows its pauses)",
+    )
     args = parser.parse_args()
 
     began = time.perf_counter()
@@ -140,6 +145,8 @@ def main() -> int:
     # them keeps those pauses out of the figures (a worker's heap is small).
     gc.collect()
     gc.freeze()
+    if args.gc_off:
+        gc.disable()
     floors = [mask.bit_count() for _, mask in samples]
     print(f"# python {platform.python_version()} on {platform.machine()}, {args.hands} hands")
     print(
