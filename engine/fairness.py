@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from engine import rng
-from engine.cards import DECK_SIZE, JACK_RANK, SEVEN_OF_DIAMONDS, Card, code
+from engine.cards import code
 from engine.events import Captured, CardPlayed, CardsDealt, Event, FloorFixed, HandStarted, Trailed
-from engine.match import Action
+from engine.match import Action, deal_hand
 from engine.plans import DEFAULT_WORK_LIMIT
 from engine.replay import replay
 from engine.state import HAND_CARDS, Status
@@ -82,34 +82,14 @@ class Verdict:
         return self.discrepancy is None
 
 
-def _is_fixed(card: Card) -> bool:
-    """Whether a card on a freshly dealt floor must go back (a J or the 7D)."""
-    return card == SEVEN_OF_DIAMONDS or card >> 2 == JACK_RANK
-
-
 def hand_deals(seed: bytes, hand_number: int) -> tuple[DealEvent, ...]:
     """Return every deal event of one hand, computed from the seed alone."""
-    dealer = rng.first_dealer(seed) ^ ((hand_number - 1) & 1)
-    other = 1 - dealer
-    deck = rng.shuffled(seed, rng.deck_label(hand_number), range(DECK_SIZE))
-    size = HAND_CARDS
-    floor, rest = deck[2 * size : 3 * size], deck[3 * size :]
-    deals: list[DealEvent] = [
-        HandStarted(hand_number, dealer),
-        CardsDealt(other, deck[:size]),
-        CardsDealt(dealer, deck[size : 2 * size]),
-        CardsDealt(None, floor),
-    ]
-    fix = 0
-    while returned := tuple(c for c in floor if _is_fixed(c)):
-        fix += 1
-        mixed = rng.shuffled(seed, rng.fix_label(hand_number, fix), rest + returned)
-        replacements, rest = mixed[: len(returned)], mixed[len(returned) :]
-        floor = tuple(c for c in floor if c not in returned) + replacements
-        deals.append(FloorFixed(returned, replacements))
-    for start in range(0, len(rest), 2 * size):
-        deals.append(CardsDealt(other, rest[start : start + size]))
-        deals.append(CardsDealt(dealer, rest[start + size : start + 2 * size]))
+    deal = deal_hand(seed, hand_number)
+    dealer, rest = deal.dealer, deal.deck
+    deals: list[DealEvent] = list(deal.events)
+    for start in range(0, len(rest), 2 * HAND_CARDS):
+        deals.append(CardsDealt(1 - dealer, rest[start : start + HAND_CARDS]))
+        deals.append(CardsDealt(dealer, rest[start + HAND_CARDS : start + 2 * HAND_CARDS]))
     return tuple(deals)
 
 

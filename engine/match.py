@@ -62,13 +62,13 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
                 f"Label {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
                 seat=seat,
             )
-    dealer = rng.first_dealer(seed)
     empty: tuple[Card, ...] = ()
+    # "Hand 0": everything _start_hand does not set; it deals hand 1 and picks its dealer.
     blank = State(
         seed=seed,
         seq=0,
         hand_number=0,
-        dealer=1 - dealer,
+        dealer=0,
         to_move=None,
         deck=empty,
         hands=(empty, empty),
@@ -87,40 +87,56 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
     return _start_hand(blank, events), tuple(events)
 
 
-def _start_hand(state: State, events: list[Event]) -> State:
-    """Begin the next hand: alternate the dealer, shuffle a full deck, deal and fix the floor."""
-    number = state.hand_number + 1
-    dealer = 1 - state.dealer
+@dataclass(frozen=True, slots=True)
+class Deal:
+    """The start of a hand as the seed gives it: hands, fixed floor, undealt deck, events."""
+
+    dealer: int
+    hands: tuple[tuple[Card, ...], tuple[Card, ...]]
+    floor: tuple[Card, ...]
+    deck: tuple[Card, ...]
+    events: tuple[HandStarted | CardsDealt | FloorFixed, ...]
+
+
+def deal_hand(seed: bytes, hand_number: int) -> Deal:
+    """Shuffle hand `hand_number`'s full deck, deal 4/4/4 and fix the floor (RULES.md 2)."""
+    dealer = rng.first_dealer(seed) ^ ((hand_number - 1) & 1)
     other = 1 - dealer
-    deck = rng.shuffled(state.seed, rng.deck_label(number), range(52))
-    events.append(HandStarted(number, dealer))
+    deck = rng.shuffled(seed, rng.deck_label(hand_number), range(DECK_SIZE))
     hands: list[tuple[Card, ...]] = [(), ()]
-    hands[other] = deck[0:4]
-    hands[dealer] = deck[4:8]
-    floor = deck[8:12]
-    rest = deck[12:]
-    events.append(CardsDealt(other, hands[other]))
-    events.append(CardsDealt(dealer, hands[dealer]))
-    events.append(CardsDealt(None, floor))
+    hands[other] = deck[0:HAND_CARDS]
+    hands[dealer] = deck[HAND_CARDS : 2 * HAND_CARDS]
+    floor = deck[2 * HAND_CARDS : 3 * HAND_CARDS]
+    rest = deck[3 * HAND_CARDS :]
+    events: list[HandStarted | CardsDealt | FloorFixed] = [
+        HandStarted(hand_number, dealer),
+        CardsDealt(other, hands[other]),
+        CardsDealt(dealer, hands[dealer]),
+        CardsDealt(None, floor),
+    ]
     fixes = 0
-    while True:
-        returned = tuple(c for c in floor if c == SEVEN_OF_DIAMONDS or c >> 2 == JACK_RANK)
-        if not returned:
-            break
+    while returned := tuple(c for c in floor if c == SEVEN_OF_DIAMONDS or c >> 2 == JACK_RANK):
         fixes += 1
-        reshuffled = rng.shuffled(state.seed, rng.fix_label(number, fixes), rest + returned)
+        reshuffled = rng.shuffled(seed, rng.fix_label(hand_number, fixes), rest + returned)
         replacements = reshuffled[: len(returned)]
         rest = reshuffled[len(returned) :]
         floor = tuple(c for c in floor if c not in returned) + replacements
         events.append(FloorFixed(returned, replacements))
+    return Deal(dealer, (hands[0], hands[1]), floor, rest, tuple(events))
+
+
+def _start_hand(state: State, events: list[Event]) -> State:
+    """Begin the next hand: alternate the dealer, shuffle a full deck, deal and fix the floor."""
+    deal = deal_hand(state.seed, state.hand_number + 1)
+    events.extend(deal.events)
     return replace(
         state,
-        hand_number=number,
-        dealer=dealer,
-        to_move=other,
-        deck=rest,
-        hands=(hands[0], hands[1]),
-        floor=floor,
+        hand_number=state.hand_number + 1,
+        dealer=deal.dealer,
+        to_move=1 - deal.dealer,
+        deck=deal.deck,
+        hands=deal.hands,
+        floor=deal.floor,
         captured=((), ()),
         basras=(0, 0),
         last_capturer=None,
