@@ -1,0 +1,55 @@
+"""Memory the engine's plan memos take when full: RSS while random matches fill them.
+
+    .venv/bin/python benchmarks/memo_memory.py --matches 7000
+
+The memos are bounded LRU caches, so a worker's memory grows while they fill and then stays
+flat; this prints the resident size and the fill of each memo every 1000 matches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine import Action, Status, apply, legal_moves, new_match
+from engine.plans import _abstract_plans, _groups_on, _plans_cached
+
+
+def rss_mib() -> float:
+    """Resident set size of this process in MiB (Linux /proc)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> int:
+    """Play random matches and print RSS and memo sizes every 1000 matches."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--matches", type=int, default=7000)
+    args = parser.parse_args()
+    print(f"start: {rss_mib():.1f} MiB")
+    rnd = random.Random(3)
+    for number in range(1, args.matches + 1):
+        state, _ = new_match(f"memo-{number}".encode())
+        while state.status is Status.IN_PROGRESS:
+            assert state.to_move is not None
+            move = rnd.choice(legal_moves(state))
+            plan_id = rnd.randint(1, len(move.plans)) if len(move.plans) > 1 else None
+            state, _ = apply(state, Action(state.to_move, move.card, plan_id=plan_id), check=False)
+        if number % 1000 == 0:
+            sizes = [
+                f"{f.cache_info().currsize}/{f.cache_info().maxsize}"
+                for f in (_plans_cached, _groups_on, _abstract_plans)
+            ]
+            print(f"{number} matches: {rss_mib():.1f} MiB; memos {' '.join(sizes)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
