@@ -11,8 +11,9 @@ generation is the service's hot path and the functions are pure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import NamedTuple
 
 from engine.cards import (
@@ -94,15 +95,15 @@ def plans_for(
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
     kind = _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
     relevant = floor_mask & _RELEVANT[kind]
-    plans, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
-    if plans is None:
+    raw, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
+    if raw is None:
         raise RuleError(
             Reason.STATE_TOO_COMPLEX,
             f"The floor is too complex to list capture plans within {work_limit} search steps.",
             work_limit=work_limit,
             work=work,
         )
-    return plans
+    return tuple(map(_as_plan, raw)) if raw else ()
 
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
@@ -112,10 +113,22 @@ def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT)
     return _plans_cached(kind, relevant, relevant != floor_mask, work_limit)[1]
 
 
+# A plan as the memo keeps it: Plan's fields in a plain tuple. Plain tuples of ints are
+# untracked by the cyclic GC, so a full memo adds nothing to its pauses (with Plan objects
+# inside, 65,536 entries made each full collection take over 100 ms); plans_for wraps them.
+_RawPlan = tuple[
+    int, tuple[Card, ...], tuple[Card, ...], tuple[tuple[Card, ...], ...], bool, bool, int
+]
+
+
+# Wraps a memo tuple as a Plan without copying its fields (tuple.__new__ runs in C).
+_as_plan: Callable[[_RawPlan], Plan] = partial(tuple.__new__, Plan)
+
+
 @lru_cache(maxsize=1 << 16)
 def _plans_cached(
     kind: int, floor: int, others: bool, limit: int
-) -> tuple[tuple[Plan, ...] | None, int]:
+) -> tuple[tuple[_RawPlan, ...] | None, int]:
     """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there."""
     if not floor:
         return (), 0
@@ -126,13 +139,13 @@ def _plans_cached(
             and len(everything) <= SEVEN_D_BASRA_MAX_FLOOR
             and not floor & _QUEEN_KING_MASK
         )
-        return (Plan(1, everything, (), (), basra, True, floor),), 0
+        return ((1, everything, (), (), basra, True, floor),), 0
     same = floor & RANK_MASKS[kind]
     same_cards = cards_of(same)
     if kind > JACK_RANK:
         if not same:
             return (), 0
-        return (Plan(1, same_cards, same_cards, (), not others, False, same),), 0
+        return ((1, same_cards, same_cards, (), not others, False, same),), 0
     smaller_mask = floor & ((1 << (4 * kind)) - 1)
     groups, work = _groups_on(kind + 1, smaller_mask, limit) if smaller_mask else ((), 0)
     if groups is None:
@@ -141,13 +154,13 @@ def _plans_cached(
         if not same:
             return (), work
         basra = same == floor and not others
-        return (Plan(1, same_cards, same_cards, (), basra, False, same),), work
-    plans: list[Plan] = []
+        return ((1, same_cards, same_cards, (), basra, False, same),), work
+    plans: list[_RawPlan] = []
     for number, (taken, taken_mask, real_groups) in enumerate(groups, start=1):
         # Smaller cards precede the same-rank ones in canonical order, so this is sorted.
         mask = taken_mask | same
         basra = mask == floor and not others
-        plans.append(Plan(number, taken + same_cards, same_cards, real_groups, basra, False, mask))
+        plans.append((number, taken + same_cards, same_cards, real_groups, basra, False, mask))
     return tuple(plans), work
 
 
