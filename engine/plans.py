@@ -4,9 +4,10 @@ A numeric card of value v takes R, the floor cards of its rank, plus the cards o
 inclusion-maximal collection of pairwise disjoint groups (2+ other floor cards summing to v).
 A collection is maximal exactly when the floor cards it leaves contain no group, so the
 search below enumerates captured sets U that split into groups and whose complement holds
-no group. Only values matter for that, so results are computed once per (v, count of each
-smaller value) and mapped onto the real cards; both levels are memoised because plan
-generation is the service's hot path and the functions are pure.
+no group. Only values matter for that, so the search runs once per (v, count of each
+smaller value) and its result is mapped onto the real cards. Plan generation is the
+service's hot path and pure, so three levels are memoised: the search per value shape, the
+taken cards per (v, smaller floor cards), and the plans per (card kind, relevant floor).
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
                 stack.append((pos + 1, mask | (1 << pos), t, size + 1))
     if not groups:
         return _Abstract((), work)
-    groups.sort(key=_canonical_key)
+    groups.sort(key=_positions)
 
     # For pruning: a group whose highest position is p is fully decided once p is decided.
     by_low: list[list[int]] = [[] for _ in range(n)]
@@ -277,10 +278,6 @@ def _unchain(chain: _Chain) -> tuple[int, ...]:
 
 def _positions(mask: int) -> tuple[int, ...]:
     return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
-
-
-def _canonical_key(mask: int) -> tuple[int, ...]:
-    return _positions(mask)
 
 
 def clear_caches() -> None:
