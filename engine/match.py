@@ -100,7 +100,7 @@ class Deal:
 
 def deal_hand(seed: bytes, hand_number: int) -> Deal:
     """Shuffle hand `hand_number`'s full deck, deal 4/4/4 and fix the floor (RULES.md 2)."""
-    dealer = rng.first_dealer(seed) ^ ((hand_number - 1) & 1)
+    dealer = rng.dealer_of_hand(seed, hand_number)
     other = 1 - dealer
     deck = rng.shuffled(seed, rng.deck_label(hand_number), range(DECK_SIZE))
     hands: list[tuple[Card, ...]] = [(), ()]

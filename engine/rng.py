@@ -61,6 +61,11 @@ def first_dealer(seed: bytes) -> int:
     return _below(_words(seed, "first-dealer"), 2)
 
 
+def dealer_of_hand(seed: bytes, hand_number: int) -> int:
+    """Return the dealer of hand `hand_number` (1-based): the first dealer, then alternating."""
+    return first_dealer(seed) ^ ((hand_number - 1) & 1)
+
+
 def deck_label(hand_number: int) -> str:
     """Label of the shuffle of a hand's full deck."""
     return f"hand/{hand_number}/deck"

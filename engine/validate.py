@@ -40,7 +40,7 @@ def check_state(state: State) -> None:
         raise _bad(f"the hand number must be 1 to {MAX_HAND_NUMBER}", field="hand_number")
     if not _is_int(state.dealer) or state.dealer not in (0, 1):
         raise _bad("the dealer must be seat 0 or 1", field="dealer")
-    expected_dealer = rng.first_dealer(seed) ^ ((state.hand_number - 1) & 1)
+    expected_dealer = rng.dealer_of_hand(seed, state.hand_number)
     if state.dealer != expected_dealer:
         raise _bad(
             f"seat {expected_dealer} deals hand {state.hand_number} of this seed",
