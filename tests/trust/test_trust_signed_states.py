@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import base64
-import io
 import random
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+from contextlib import ExitStack
 from typing import Any
 
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from basra.v1 import rules_pb2_grpc
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from trust_support import TIMEOUT, refusal, serving
 
 from service import errors
 from service.config import Config
 from service.errors import Refusal
-from service.interceptors import CallObserver
-from service.logs import make_logger
-from service.server import build_sync, make_handlers
+from service.server import make_handlers
 from service.signing import DOMAIN, mac
 
-TIMEOUT = 10.0
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
 
 
@@ -33,28 +27,10 @@ def keys(*kids: str) -> str:
     return ",".join(f"{k}:{base64.b64encode(SECRETS[k]).decode()}" for k in kids)
 
 
-@contextmanager
-def serving(config: Config) -> Iterator[Any]:
-    """A thread-pool server with this configuration on a free loopback port, and a stub."""
-    observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
-    server = build_sync(replace(config, host="127.0.0.1"), observer, 0)
-    server.start()
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            yield rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
-    finally:
-        server.stop(0)
-
-
 def refusal_of(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
     """The code and ErrorInfo reason of a refused call."""
-    trailing: Any = error.trailing_metadata()
-    for key, value in trailing or ():
-        if key == "grpc-status-details-bin":
-            info = error_details_pb2.ErrorInfo()
-            assert status_pb2.Status.FromString(value).details[0].Unpack(info)
-            return error.code(), info.reason
-    raise AssertionError("no ErrorInfo")
+    code, reason, _ = refusal(error)
+    return code, reason
 
 
 BAD = (grpc.StatusCode.UNAUTHENTICATED, errors.BAD_SIGNATURE)

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import datetime
-import io
 import ipaddress
 import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +18,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from trust_support import served_port
 
 from service import harness
 from service.config import Config
-from service.interceptors import CallObserver
-from service.logs import make_logger
-from service.server import build_sync
 
 TIMEOUT = 10.0
 
@@ -116,18 +111,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
     )
 
 
-@contextmanager
-def serving(config: Config) -> Iterator[int]:
-    """A thread-pool server with this configuration on a free loopback port."""
-    observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
-    server = build_sync(replace(config, host="127.0.0.1"), observer, 0)
-    server.start()
-    try:
-        yield server.port
-    finally:
-        server.stop(0)
-
-
 def call(port: int, credentials: grpc.ChannelCredentials | None) -> grpc.StatusCode:
     """One NewMatch over TLS (or plaintext without credentials); how it ended."""
     target = f"127.0.0.1:{port}"
@@ -145,7 +128,7 @@ def call(port: int, credentials: grpc.ChannelCredentials | None) -> grpc.StatusC
 
 def test_tls_serves_clients_that_trust_the_ca_and_refuses_plaintext(pki: PKI) -> None:
     config = Config(tls_cert=pki.server.cert_path, tls_key=pki.server.key_path)
-    with serving(config) as port:
+    with served_port(config) as port:
         assert call(port, grpc.ssl_channel_credentials(pki.ca.cert)) is grpc.StatusCode.OK
         assert call(port, None) is grpc.StatusCode.UNAVAILABLE
         # A client that trusts another CA does not accept this server.
@@ -161,7 +144,7 @@ def test_mutual_tls_needs_a_client_certificate_from_the_client_ca(pki: PKI) -> N
         tls_key=pki.server.key_path,
         tls_client_ca=pki.ca.cert_path,
     )
-    with serving(config) as port:
+    with served_port(config) as port:
         client = grpc.ssl_channel_credentials(pki.ca.cert, pki.client.key, pki.client.cert)
         assert call(port, client) is grpc.StatusCode.OK
         anonymous = grpc.ssl_channel_credentials(pki.ca.cert)

@@ -1,0 +1,53 @@
+"""Helpers shared by the trust tests: an in-process server on a free loopback port, refusals."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import grpc
+from basra.v1 import rules_pb2_grpc
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+
+from service.config import Config
+from service.interceptors import CallObserver
+from service.logs import make_logger
+from service.server import build_sync
+
+TIMEOUT = 10.0
+
+
+@contextmanager
+def served_port(config: Config) -> Iterator[int]:
+    """A thread-pool server with this configuration on a free loopback port; its port."""
+    observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
+    server = build_sync(replace(config, host="127.0.0.1"), observer, 0)
+    server.start()
+    try:
+        yield server.port
+    finally:
+        server.stop(0)
+
+
+@contextmanager
+def serving(config: Config) -> Iterator[Any]:
+    """A thread-pool server with this configuration on a free loopback port, and a stub."""
+    with (
+        served_port(config) as port,
+        grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+    ):
+        yield rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+
+
+def refusal(error: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, str]]:
+    """The code, ErrorInfo reason and metadata of a refused call."""
+    trailing: Any = error.trailing_metadata()
+    for key, value in trailing or ():
+        if key == "grpc-status-details-bin":
+            info = error_details_pb2.ErrorInfo()
+            assert status_pb2.Status.FromString(value).details[0].Unpack(info)
+            return error.code(), info.reason, dict(info.metadata)
+    raise AssertionError(f"no ErrorInfo on {error}")
