@@ -1,6 +1,6 @@
 """The contract's checks: buf's breaking-change check against the released image, and its lint.
 
-Each check runs the buf the test command's set-up installs (tools/) on a copy of proto/ with one
+Each check runs the buf that the set-up installs (.ci/tools/) on a copy of proto/ with one
 change, so a test shows that the check refuses that change (or accepts it), not just that the
 current contract passes.
 """
@@ -20,14 +20,14 @@ from google.protobuf.message import Message
 from service.handlers import Handlers
 
 REPO = Path(__file__).resolve().parents[2]
-BUF = REPO / "tools" / "node_modules" / ".bin" / "buf"
+BUF = REPO / ".ci" / "tools" / "node_modules" / ".bin" / "buf"
 RELEASED = REPO / "proto" / "released.binpb"
 CONTRACT = Path("proto") / "basra" / "v1" / "rules.proto"
 
 
 @pytest.fixture(scope="module")
 def buf() -> Path:
-    """The buf binary of tools/; its absence is a broken set-up, never a reason to skip."""
+    """The buf binary of .ci/tools/; its absence is a broken set-up, never a reason to skip."""
     if not BUF.exists():
         pytest.fail(f"buf is missing at {BUF.relative_to(REPO)}: run `bash .ci/setup dev`")
     return BUF
