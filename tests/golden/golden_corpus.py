@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -331,3 +332,10 @@ def mismatches(
             if stop_at_first:
                 break
     return found
+
+
+def match_response(rpc: str, body: bytes) -> pb.NewMatchResponse | pb.ApplyResponse:
+    """Parse the answer of NewMatch or Apply (the two carry the same fields)."""
+    if rpc == "NewMatch":
+        return pb.NewMatchResponse.FromString(body)
+    return pb.ApplyResponse.FromString(body)

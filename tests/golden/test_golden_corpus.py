@@ -24,6 +24,7 @@ from tests.golden.golden_corpus import (
     in_process_runners,
     load_cases,
     load_manifest,
+    match_response,
     mismatches,
     to_json,
     unb64,
@@ -100,7 +101,7 @@ def test_the_matches_hold_every_event_and_the_rare_ones() -> None:
     for case in load_cases():
         if case.rpc not in ("NewMatch", "Apply") or case.expected.code != OK:
             continue
-        result = pb.MatchResult.FromString(case.expected.body)
+        result = match_response(case.rpc, case.expected.body)
         for seat_events in result.seat_events:
             kinds.update(e.WhichOneof("kind") for e in seat_events.events)
         for event in result.events:

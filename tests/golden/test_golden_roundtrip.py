@@ -34,7 +34,7 @@ from engine import (
     Trailed,
 )
 from service import convert
-from tests.golden.golden_corpus import OK, load_cases
+from tests.golden.golden_corpus import OK, load_cases, match_response
 
 U32 = st.integers(0, 2**32 - 1)
 SEAT = st.sampled_from((0, 1))
@@ -51,7 +51,7 @@ def _recorded() -> Iterator[tuple[pb.State, list[pb.Event]]]:
             replayed = pb.ReplayResponse.FromString(case.expected.body)
             yield replayed.state, list(replayed.events)
             continue
-        result = pb.MatchResult.FromString(case.expected.body)
+        result = match_response(case.rpc, case.expected.body)
         events = [*result.events, *(e for s in result.seat_events for e in s.events)]
         yield result.state, events
         if result.HasField("signed_state"):
