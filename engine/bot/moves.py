@@ -1,0 +1,127 @@
+"""What a played card does, as the bot's search needs it: cheap, memoised, on bitmasks.
+
+Capture plans come from engine.plans.plans_for; this module only reshapes them into what a
+search node needs (the floor after the play, the points gained, the cards taken) and keeps
+that per (card, floor), so a node costs a memo lookup and a few integer operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from engine.bot.facts import (
+    ACE_POINTS,
+    BASRA_POINTS,
+    JACK_POINTS,
+    TEN_OF_DIAMONDS_POINTS,
+    TWO_OF_CLUBS_POINTS,
+)
+from engine.cards import (
+    ACES_MASK,
+    DECK_SIZE,
+    JACKS_MASK,
+    KING_RANK,
+    QUEEN_RANK,
+    RANK_MASKS,
+    SEVEN_OF_DIAMONDS,
+    TEN_OF_DIAMONDS,
+    TWO_OF_CLUBS,
+    Card,
+    cards_of,
+)
+from engine.plans import SEVEN_D_BASRA_MAX_FLOOR, plans_for
+
+MILLI = 1000
+"""Search values are integers in thousandths of a point: exact, and the same on any machine."""
+
+# What a play does, as one step: (floor after the play, points gained in thousandths, cards
+# that join the pile); a trail gains nothing and puts no card on the pile.
+Step = tuple[int, int, int]
+# The steps of a card on a floor, flattened: step i is items 3i, 3i+1, 3i+2. A flat tuple
+# of integers is untracked by the cyclic garbage collector at its first look, however the
+# collector happens to order its objects; a tuple of tuples may stay tracked for a while.
+Steps = tuple[int, ...]
+
+
+def points_of(mask: int) -> int:
+    """Return the points of the special cards in a set of cards, in thousandths."""
+    return MILLI * (
+        ACE_POINTS * (mask & ACES_MASK).bit_count()
+        + JACK_POINTS * (mask & JACKS_MASK).bit_count()
+        + TWO_OF_CLUBS_POINTS * (mask >> TWO_OF_CLUBS & 1)
+        + TEN_OF_DIAMONDS_POINTS * (mask >> TEN_OF_DIAMONDS & 1)
+    )
+
+
+def steps(card: Card, floor: int) -> Steps:
+    """Every way to play `card` on `floor`: one step per plan in offered order, or the trail."""
+    plans = plans_for(card, floor)
+    if not plans:
+        return (floor | 1 << card, 0, 0)
+    played = points_of(1 << card)
+    out: list[int] = []
+    for plan in plans:
+        out.append(floor & ~plan.mask)
+        out.append(played + points_of(plan.mask) + (MILLI * BASRA_POINTS if plan.basra else 0))
+        out.append(1 + plan.mask.bit_count())
+    return tuple(out)
+
+
+def split(flat: Steps) -> list[Step]:
+    """The steps of a flat tuple, one triple each."""
+    items = iter(flat)
+    return list(zip(items, items, items, strict=True))
+
+
+StepsOf = Callable[[Card, int], Steps]
+
+memo_steps: StepsOf = lru_cache(maxsize=1 << 17)(steps)
+"""`steps`, memoised for the whole process. Its keys and values are plain integers and
+flat tuples of them, which the cyclic garbage collector stops tracking, so a full memo
+costs the collector nothing once its own dictionary is frozen with the process's start-up
+objects (as the service's workers do)."""
+
+
+# Cards that play alike in every position get one bit each, shared by their rank: an A, a
+# J, or a card without points whose rank holds no special card. Two cards of one hand with
+# the same bit lead to the same values, so a search tries only the first.
+_SPECIAL = 1 << TWO_OF_CLUBS | 1 << TEN_OF_DIAMONDS | 1 << SEVEN_OF_DIAMONDS
+EQUIVALENCE: tuple[int, ...] = tuple(
+    1 << (13 + card) if _SPECIAL >> card & 1 else 1 << (card >> 2) for card in range(DECK_SIZE)
+)
+
+
+_QUEENS = RANK_MASKS[QUEEN_RANK]
+_KINGS = RANK_MASKS[KING_RANK]
+_FACES = JACKS_MASK | _QUEENS | _KINGS
+
+
+@lru_cache(maxsize=1 << 16)
+def clearers(floor: int) -> int:
+    """Return the mask of the cards that, played on `floor`, would score a Basra.
+
+    Cheap tests rule out most ranks first (a numeric card clears only a floor of its rank
+    and of smaller values summing to a multiple of it); plans_for decides the rest.
+    """
+    if not floor:
+        return 0
+    found = 0
+    if floor & _FACES:
+        for rank_mask in (_QUEENS, _KINGS):
+            if floor & rank_mask == floor:
+                found |= rank_mask
+    else:
+        values = [(card >> 2) + 1 for card in cards_of(floor)]
+        for value in range(max(values), 11):
+            same = values.count(value)
+            rest = sum(values) - same * value
+            if rest % value or (rest and len(values) - same < 2):
+                continue
+            card = 4 * (value - 1)
+            if any(plan.basra for plan in plans_for(card, floor)):
+                found |= RANK_MASKS[value - 1]
+    found &= ~(1 << SEVEN_OF_DIAMONDS)  # the 7D sweeps instead, under its own condition
+    if not floor & (_QUEENS | _KINGS) and floor.bit_count() <= SEVEN_D_BASRA_MAX_FLOOR:
+        found |= 1 << SEVEN_OF_DIAMONDS
+    return found

@@ -1,0 +1,358 @@
+"""Alpha-beta over one sampled deal, where both hands are known (docs/bot.md, "Search").
+
+Negamax with fail-soft alpha-beta and a transposition table, on bitmask positions. Within
+the current round both hands are known in a sampled deal, so nothing else needs sampling:
+the search stops at the end of the round (new cards would come from the deck, whose order
+is unknown), or at a depth limit, and scores what it reaches with engine.bot.evaluation. In
+the last round of a hand, with the deck empty, the search runs to the end of the hand and
+scores it exactly: leftovers to the last capturer, the majority, and whether the hand ends
+the match.
+
+A search value is for the seat to move, in thousandths of a point, and counts only what
+happens from the searched position on; each play adds the points it takes (special cards
+and Basras). The functions are closures over one deal's constants: a node is the hottest
+code of the service, and local names are the cheapest lookups CPython has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from engine.bot.evaluation import (
+    EMPTY_FLOOR_PENALTY,
+    EXPOSURE,
+    FLOOR_CARD,
+    FLOOR_POINTS,
+    MAJORITY_SHARE,
+)
+from engine.bot.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
+from engine.bot.moves import EQUIVALENCE, MILLI, Step, StepsOf, clearers, points_of
+from engine.cards import Card
+
+INFINITY = 1 << 50
+WIN_VALUE = 1000 * MILLI
+"""What ending the match as its winner is worth to the exact solver, beyond the points."""
+# Move ordering: bigger gains first, counting a card taken as this many thousandths.
+_ORDER_CARD = 300
+
+Hand = tuple[Card, ...]
+
+
+class OutOfNodes(Exception):  # noqa: N818 (a budget running out, not an error)
+    """The node budget of a deal ran out before its search finished."""
+
+
+def _first(item: tuple[int, int, int, int, Hand]) -> int:
+    return item[0]
+
+
+def root_values(
+    moves: Sequence[tuple[Card, Step]], hand: Hand, value_of: Callable[[Step, Hand], int]
+) -> list[int]:
+    """Values of the root moves; cards that play alike with the same step share one search."""
+    done: dict[tuple[int, Step], int] = {}
+    out: list[int] = []
+    for card, step in moves:
+        key = (EQUIVALENCE[card], step)
+        if key not in done:
+            i = hand.index(card)
+            done[key] = value_of(step, hand[:i] + hand[i + 1 :])
+        out.append(done[key])
+    return out
+
+
+class RoundSearch:
+    """Search of the rest of the current round in one sampled deal, `depth` plies at most."""
+
+    __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
+
+    def __init__(
+        self, steps: StepsOf, majority_points: int, deck_mask: int, node_limit: int, depth: int
+    ) -> None:
+        self.depth = depth
+        self._negamax, self._round_over, self._nodes = _round_search(
+            steps, majority_points, deck_mask, node_limit
+        )
+
+    @property
+    def nodes(self) -> int:
+        """Nodes visited so far."""
+        return self._nodes()
+
+    def values(
+        self,
+        moves: Sequence[tuple[Card, Step]],
+        hand: Hand,
+        other: Hand,
+        counts: tuple[int, int],
+    ) -> list[int]:
+        """Value of each root move for the seat holding `hand` (its pile, the other's)."""
+        negamax, round_over, depth = self._negamax, self._round_over, self.depth
+
+        def value(step: Step, rest: Hand) -> int:
+            after, gain, taken = step
+            if not other and not rest:
+                return gain - round_over(after, counts[1], counts[0] + taken)
+            return gain - negamax(
+                other, rest, after, counts[1], counts[0] + taken, depth - 1, -INFINITY, INFINITY
+            )
+
+        return root_values(moves, hand, value)
+
+
+def _round_search(
+    steps: StepsOf, majority: int, deck_mask: int, node_limit: int
+) -> tuple[
+    Callable[[Hand, Hand, int, int, int, int, int, int], int],
+    Callable[[int, int, int], int],
+    Callable[[], int],
+]:
+    """The negamax of one deal, its round-end evaluation and its node counter."""
+    exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
+    share = MAJORITY_SHARE
+    table: dict[tuple[Hand, Hand, int, int], tuple[int, int]] = {}
+    nodes = 0
+
+    def round_over(floor: int, mine: int, theirs: int) -> int:
+        """The round is over: value for the seat that plays first in the next one."""
+        value = majority * share[mine][theirs]
+        if floor:
+            return (
+                value
+                + exposure[(clearers(floor) & deck_mask).bit_count()]
+                + FLOOR_CARD * floor.bit_count()
+                + FLOOR_POINTS * points_of(floor) // MILLI
+            )
+        return value - EMPTY_FLOOR_PENALTY
+
+    def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
+        mover: Hand,
+        other: Hand,
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int,
+        beta: int,
+    ) -> int:
+        nonlocal nodes
+        nodes += 1
+        if nodes > node_limit:
+            raise OutOfNodes
+        best = -INFINITY
+        if len(mover) == 1:
+            items = iter(steps(mover[0], floor))
+            if not other:
+                # The round's last play: each step ends the round.
+                for after, gain, taken in zip(items, items, items, strict=True):
+                    nodes += 1
+                    value = gain - round_over(after, theirs, mine + taken)
+                    best = max(best, value)
+                return best
+            if depth <= 1:
+                for _after, gain, taken in zip(items, items, items, strict=True):
+                    nodes += 1
+                    value = gain - majority * share[theirs][mine + taken]
+                    best = max(best, value)
+                return best
+            for after, gain, taken in zip(items, items, items, strict=True):
+                value = gain - negamax(
+                    other, (), after, theirs, mine + taken, depth - 1, gain - beta, gain - alpha
+                )
+                if value > best:
+                    best = value
+                    if value > alpha:
+                        alpha = value
+                        if alpha >= beta:
+                            break
+            return best
+        key = (mover, other, floor, mine)
+        bounds = table.get(key)
+        if bounds is not None:
+            low, high = bounds
+            if low >= beta:
+                return low
+            if high <= alpha or low == high:
+                return high
+            alpha = max(alpha, low)
+            beta = min(beta, high)
+        else:
+            low, high = -INFINITY, INFINITY
+        start = alpha
+        children: list[tuple[int, int, int, int, Hand]] = []
+        tried = 0
+        for i, card in enumerate(mover):
+            kind = EQUIVALENCE[card]
+            if tried & kind:
+                continue
+            tried |= kind
+            rest = mover[:i] + mover[i + 1 :]
+            items = iter(steps(card, floor))
+            for after, gain, taken in zip(items, items, items, strict=True):
+                children.append((gain + _ORDER_CARD * taken, after, gain, taken, rest))
+        children.sort(key=_first, reverse=True)
+        if depth <= 1:
+            for _, _after, gain, taken, _rest in children:
+                nodes += 1
+                value = gain - majority * share[theirs][mine + taken]
+                best = max(best, value)
+        else:
+            for _, after, gain, taken, rest in children:
+                value = gain - negamax(
+                    other, rest, after, theirs, mine + taken, depth - 1, gain - beta, gain - alpha
+                )
+                if value > best:
+                    best = value
+                    if value > alpha:
+                        alpha = value
+                        if alpha >= beta:
+                            break
+        if best <= start:
+            high = best
+        elif best >= beta:
+            low = best
+        else:
+            low = high = best
+        table[key] = (low, high)
+        return best
+
+    def count() -> int:
+        return nodes
+
+    return negamax, round_over, count
+
+
+class EndgameSolver:
+    """Exact search of the last round of a hand (deck empty: both hands known), to its end."""
+
+    __slots__ = ("_nodes", "_solve")
+
+    def __init__(
+        self, steps: StepsOf, majority_points: int, totals: tuple[int, int], node_limit: int
+    ) -> None:
+        """`totals`: match totals of the non-dealer (who moves when the hand ends), then of
+        the dealer."""
+        self._solve, self._nodes = _endgame(steps, majority_points, totals, node_limit)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes visited so far."""
+        return self._nodes()
+
+    def values(
+        self,
+        moves: Sequence[tuple[Card, Step]],
+        hand: Hand,
+        other: Hand,
+        counts: tuple[int, int],
+        *,
+        points: tuple[int, int],
+        last: int,
+    ) -> list[int]:
+        """Exact value of each root move for the seat holding `hand`.
+
+        `points` are both seats' points of this hand so far (special cards and Basras, in
+        thousandths), `last` is 1 when this seat captured last, -1 the other, 0 nobody.
+        """
+        solve = self._solve
+
+        def value(step: Step, rest: Hand) -> int:
+            after, gain, taken = step
+            if taken:
+                return -solve(
+                    other, rest, after, counts[1], counts[0] + taken, points[1],
+                    points[0] + gain, -1, -INFINITY, INFINITY,
+                )  # fmt: skip
+            return -solve(
+                other, rest, after, counts[1], counts[0], points[1], points[0], -last,
+                -INFINITY, INFINITY,
+            )  # fmt: skip
+
+        return root_values(moves, hand, value)
+
+
+def _endgame(
+    steps: StepsOf, majority_points: int, totals: tuple[int, int], node_limit: int
+) -> tuple[Callable[[Hand, Hand, int, int, int, int, int, int, int, int], int], Callable[[], int]]:
+    """The exact solver of one last round and its node counter."""
+    majority = majority_points * MILLI
+    target = TARGET * MILLI
+    first_total, second_total = totals[0] * MILLI, totals[1] * MILLI
+    nodes = 0
+
+    def end(floor: int, mine: int, theirs: int, pm: int, pt: int, last: int) -> int:  # noqa: PLR0917
+        """The hand is over: its value for the seat to move then (the non-dealer)."""
+        if floor and last:
+            if last > 0:
+                mine += floor.bit_count()
+                pm += points_of(floor)
+            else:
+                theirs += floor.bit_count()
+                pt += points_of(floor)
+        if mine >= MAJORITY_CARDS:
+            pm += majority
+        elif theirs >= MAJORITY_CARDS:
+            pt += majority
+        value = pm - pt
+        a, b = first_total + pm, second_total + pt
+        if (a >= target or b >= target) and a != b:
+            value += WIN_VALUE if a > b else -WIN_VALUE
+        return value
+
+    def solve(  # noqa: PLR0917 (positional: the hottest call of the solver)
+        mover: Hand,
+        other: Hand,
+        floor: int,
+        mine: int,
+        theirs: int,
+        pm: int,
+        pt: int,
+        last: int,
+        alpha: int,
+        beta: int,
+    ) -> int:
+        nonlocal nodes
+        nodes += 1
+        if nodes > node_limit:
+            raise OutOfNodes
+        if not mover:
+            return end(floor, mine, theirs, pm, pt, last)
+        best = -INFINITY
+        if len(mover) == 1 and not other:
+            # The hand's last play: each step ends the hand.
+            items = iter(steps(mover[0], floor))
+            for after, gain, taken in zip(items, items, items, strict=True):
+                nodes += 1
+                if taken:
+                    value = -end(after, theirs, mine + taken, pt, pm + gain, -1)
+                else:
+                    value = -end(after, theirs, mine, pt, pm, -last)
+                best = max(best, value)
+            return best
+        tried = 0
+        for i, card in enumerate(mover):
+            kind = EQUIVALENCE[card]
+            if tried & kind:
+                continue
+            tried |= kind
+            rest = mover[:i] + mover[i + 1 :]
+            items = iter(steps(card, floor))
+            for after, gain, taken in zip(items, items, items, strict=True):
+                if taken:
+                    value = -solve(
+                        other, rest, after, theirs, mine + taken, pt, pm + gain, -1, -beta, -alpha
+                    )
+                else:
+                    value = -solve(other, rest, after, theirs, mine, pt, pm, -last, -beta, -alpha)
+                if value > best:
+                    best = value
+                    if value > alpha:
+                        alpha = value
+                        if alpha >= beta:
+                            return best
+        return best
+
+    def count() -> int:
+        return nodes
+
+    return solve, count
