@@ -7,7 +7,7 @@ import random
 import brute
 import pytest
 from random_play import play_match
-from states import build, scene
+from states import scene
 
 from engine import (
     MAX_PLANS,
@@ -123,7 +123,6 @@ def test_there_are_no_actions_once_the_match_is_over() -> None:
 
 @pytest.mark.parametrize("seat", [0, 1])
 def test_the_actions_belong_to_the_seat_to_move(seat: int) -> None:
-    hands = (["2C", "3C"], ["4C", "5C"])
-    state = build(hands, ["9H"], dealer=1 - seat)
+    state = scene(["2C", "3C"], ["9H"], seat=seat)
     assert state.to_move == seat
     assert {a.seat for a in legal_actions(state)} == {seat}
