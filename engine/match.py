@@ -49,7 +49,7 @@ class Move:
 
 def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, tuple[Event, ...]]:
     """Create a match from its seed: choose the first dealer and deal the first hand."""
-    if not isinstance(seed, bytes) or not rng.MIN_SEED_BYTES <= len(seed) <= rng.MAX_SEED_BYTES:
+    if not rng.is_seed(seed):
         raise RuleError(
             Reason.INVALID_SEED,
             f"The seed must be {rng.MIN_SEED_BYTES} to {rng.MAX_SEED_BYTES} bytes long.",
