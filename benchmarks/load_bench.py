@@ -3,7 +3,7 @@
 In one run and against one server configuration (benchmarks/bench_server.py: the service's own
 server builders plus a benchmark-only no-op method), this sends unary Apply calls on realistic
 mid-game states (deploy/ghz/data/apply.json) and no-op calls carrying the very same request
-bytes and a reply of the mean Apply reply size. The load generator (service.loadgen, in this
+bytes and a reply of the mean Apply reply size. The load generator (clients.load, in this
 process) shares the machine with the server, so besides wall time it counts the server's CPU
 seconds from /proc/<pid>/stat (supervisor and workers) and reports calls per server CPU-second.
 
@@ -45,7 +45,7 @@ import grpc  # noqa: E402
 from basra.v1 import rules_pb2 as pb  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 
-from service import loadgen  # noqa: E402
+from clients import load  # noqa: E402
 from service.handlers import Handlers  # noqa: E402
 
 BENCH_SERVER = ROOT / "benchmarks" / "bench_server.py"
@@ -201,7 +201,7 @@ def measure(
     rps: float = 0.0,
 ) -> Measure:
     """Send `calls` calls of one RPC; count wall time and the server's CPU seconds."""
-    config = loadgen.LoadConfig(
+    config = load.LoadConfig(
         service=(APPLY_PATH if rpc == "Apply" else NOOP_PATH).split("/")[1],
         method=rpc if rpc == "Apply" else "Echo",
         host=server.address,
@@ -213,7 +213,7 @@ def measure(
     )
     before = cpu_seconds(server.pids)
     started = time.perf_counter()
-    report = asyncio.run(loadgen.run_load(config, requests))
+    report = asyncio.run(load.run_load(config, requests))
     wall = time.perf_counter() - started
     used = cpu_seconds(server.pids) - before
     return Measure(

@@ -86,8 +86,8 @@ def test_the_captures_listed_are_those_the_brute_force_finds() -> None:
         got: list[tuple[str, frozenset[str] | None]] = []
         for action in legal_actions(state):
             _, events = apply(state, action)
-            (taken,) = [e.cards for e in events if isinstance(e, Captured)] or [None]
-            got.append((code(action.card), None if taken is None else frozenset(codes(taken))))
+            taken = [frozenset(codes(e.cards)) for e in events if isinstance(e, Captured)]
+            got.append((code(action.card), taken[0] if taken else None))
         assert got == want
 
 

@@ -32,11 +32,12 @@ from hypothesis import strategies as st
 
 import engine
 from engine import Action, State, Status
-from service import convert, errors, harness
+from service import convert, errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
+from testkit import harness
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 REPORT = os.environ.get("BASRA_FUZZ_REPORT")

@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from load_support import GHZ_DIR, REPO, RunningServer, basra_rules_command, running_server
 
-from service import loadgen
+from clients import load
 
 CONFIGS = sorted(GHZ_DIR.glob("*.json"))
 CHART_VALUES = REPO / "helm" / "basra-rules" / "values.yaml"
@@ -49,7 +49,7 @@ def test_there_is_a_config_for_each_load_tested_rpc() -> None:
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_config_uses_reflection_and_enough_connections(path: Path) -> None:
     raw = _raw(path)
-    config = loadgen.config_from_dict(raw, REPO)
+    config = load.config_from_dict(raw, REPO)
     assert "proto" not in raw and "protoset" not in raw, "configs rely on server reflection"
     assert raw.get("insecure") is True
     # SO_REUSEPORT balances connections, not calls: each worker process needs one at least.
@@ -84,9 +84,9 @@ def _reflection_services(address: str) -> list[str]:
 def test_config_call_is_listed_by_reflection_and_its_data_decodes(
     server: RunningServer, path: Path
 ) -> None:
-    config = loadgen.config_from_dict(_raw(path), REPO)
+    config = load.config_from_dict(_raw(path), REPO)
     assert config.service in _reflection_services(server.address)
-    cls = loadgen.request_class(server.address, config.service, config.method)
+    cls = load.request_class(server.address, config.service, config.method)
     assert cls.DESCRIPTOR.full_name == f"basra.v1.{config.method}Request"
     for item in config.data:
         # Strict: an unknown field in the data is a mistake, not something to skip.
@@ -96,11 +96,11 @@ def test_config_call_is_listed_by_reflection_and_its_data_decodes(
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_data_item_is_accepted_by_the_server(server: RunningServer, path: Path) -> None:
-    config = loadgen.config_from_dict(_raw(path), REPO)
-    cls = loadgen.request_class(server.address, config.service, config.method)
+    config = load.config_from_dict(_raw(path), REPO)
+    cls = load.request_class(server.address, config.service, config.method)
     with grpc.insecure_channel(server.address) as channel:
         call = channel.unary_unary(config.path, None, None)
-        for request in loadgen.encode_requests(cls, config.data):
+        for request in load.encode_requests(cls, config.data):
             assert len(call(request, timeout=10)) > 0
 
 
@@ -127,7 +127,7 @@ def test_load_run_summary_adds_up(server: RunningServer, tmp_path: Path) -> None
     assert report["errorDistribution"] == {}
     latencies = [entry["latency"] for entry in report["latencyDistribution"]]
     assert [entry["percentage"] for entry in report["latencyDistribution"]] == list(
-        loadgen.PERCENTILES
+        load.PERCENTILES
     )
     assert report["fastest"] <= latencies[0]
     assert latencies == sorted(latencies)
@@ -176,17 +176,17 @@ def test_rate_limited_duration_run_stays_within_its_rate(
 
 
 def test_a_method_the_server_lacks_is_refused_before_any_load(server: RunningServer) -> None:
-    with pytest.raises(loadgen.ConfigError, match="does not list"):
-        loadgen.request_class(server.address, "basra.v1.RulesService", "Shuffle")
-    with pytest.raises(loadgen.ConfigError, match="does not list"):
-        loadgen.request_class(server.address, "basra.v9.Nothing", "Apply")
+    with pytest.raises(load.ConfigError, match="does not list"):
+        load.request_class(server.address, "basra.v1.RulesService", "Shuffle")
+    with pytest.raises(load.ConfigError, match="does not list"):
+        load.request_class(server.address, "basra.v9.Nothing", "Apply")
 
 
 def test_without_reflection_the_generated_code_names_the_request(tmp_path: Path) -> None:
     with running_server(tmp_path, ["--no-reflection"]) as bare:
-        with pytest.raises(loadgen.ConfigError):
-            loadgen.request_class(bare.address, "basra.v1.RulesService", "Apply")
-        cls = loadgen.request_class(
+        with pytest.raises(load.ConfigError):
+            load.request_class(bare.address, "basra.v1.RulesService", "Apply")
+        cls = load.request_class(
             bare.address, "basra.v1.RulesService", "Apply", use_reflection=False
         )
         assert cls.DESCRIPTOR.full_name == "basra.v1.ApplyRequest"

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import engine
 from engine import State, Status
-from service import convert, harness
+from service import convert
+from testkit import harness
 
 CODES = frozenset(engine.code(c) for c in range(52))
 TIMEOUT = 10.0

@@ -16,7 +16,7 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
-from service import verify
+from clients import verify
 from service.handlers import Handlers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_the_module_runs_as_a_command(record: dict[str, Any], tmp_path: Path) ->
     path = tmp_path / "record.json"
     path.write_text(json.dumps(record))
     done = subprocess.run(
-        [sys.executable, "-m", "service.verify", str(path)],
+        [sys.executable, "-m", "clients.verify", str(path)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -9,9 +9,9 @@ paced by one shared clock to the requested rate. The report gives calls per meth
 refusals, errors (any other answer, with samples), and the memory of each worker process at
 start and end.
 
-    python -m service.soak --duration 600 --rate 100          # starts its own 2-worker server
-    python -m service.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
-    python -m service.soak --target 127.0.0.1:50051 --server-pid PID
+    python -m testkit.soak --duration 600 --rate 100          # starts its own 2-worker server
+    python -m testkit.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
+    python -m testkit.soak --target 127.0.0.1:50051 --server-pid PID
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from google.protobuf.message import Message
 
 import engine
 from engine import Action, Event, State, Status
-from service import convert, errors, harness
+from service import convert, errors
+from testkit import harness
 
 CALL_TIMEOUT = 10.0
 # Fractions of plays that also look at the state, or that first send a request that must fail.
@@ -469,7 +470,7 @@ def _kill_workers(
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: soak a server (started here unless --target is given); 1 on any error."""
     parser = argparse.ArgumentParser(
-        prog="python -m service.soak", description=__doc__.split("\n")[0]
+        prog="python -m testkit.soak", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--target", help="host:port of a running server (loopback only)")
     parser.add_argument("--server-pid", type=int, help="supervisor pid of --target, for memory")

@@ -26,7 +26,7 @@ START_SECONDS = 60.0
 def command() -> list[str]:
     """The `basra-rules` console command of this environment (or its module form)."""
     script = Path(sys.executable).parent / "basra-rules"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "clients.cli"]
 
 
 def children(pid: int) -> list[int]:

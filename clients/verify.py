@@ -188,7 +188,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `python -m service.verify`."""
+    """Entry point of `python -m clients.verify`."""
     parser = argparse.ArgumentParser(prog="basra-rules verify", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
