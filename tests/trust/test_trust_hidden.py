@@ -30,7 +30,7 @@ TIMEOUT = 10.0
 @pytest.fixture(scope="module")
 def server() -> Iterator[harness.ServedProcess]:
     """A one-worker server logging at debug, so every line it can write is written."""
-    served = harness.start(["--workers", "1", "--log-level", "debug"])
+    served = harness.start(["--workers", "1"], log_level="debug")
     yield served
     served.stop()
 
