@@ -41,6 +41,7 @@ import engine
 from engine import Action, Event, State, Status
 from service import convert, errors
 from testkit import harness
+from testkit.actions import action_to_proto, random_action
 
 CALL_TIMEOUT = 10.0
 # Fractions of plays that also look at the state, or that first send a request that must fail.
@@ -158,9 +159,9 @@ class Table:
                 self._look(wire, state)
             if rnd.random() < WRONG_SHARE:
                 self._wrong(wire, state)
-            action = _random_action(state, rnd)
+            action = random_action(state, rnd, any_spelling=True)
             request = pb.ApplyRequest(
-                **wire, action=_action_proto(action, rnd), expected_seq=state.seq
+                **wire, action=action_to_proto(action), expected_seq=state.seq
             )
             result = self.call("Apply", request)
             state, events = engine.apply(state, action)
@@ -172,7 +173,7 @@ class Table:
         replay = self.call(
             "Replay",
             pb.ReplayRequest(
-                seed=seed, actions=[_action_proto(a, rnd) for a in actions], labels=labels
+                seed=seed, actions=[action_to_proto(a) for a in actions], labels=labels
             ),
         )
         _same("Replay state", replay.state, convert.state_to_proto(state))
@@ -245,34 +246,6 @@ def _same_result(
         convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
     )
     _same(f"{method} seed_commitment", result.seed_commitment, hashlib.sha256(state.seed).digest())
-
-
-def _random_action(state: State, rnd: random.Random) -> Action:
-    """A random legal action of the seat to move."""
-    assert state.to_move is not None
-    move = rnd.choice(engine.legal_moves(state))
-    if not move.plans:
-        return Action(state.to_move, move.card, trail=rnd.random() < 0.5)
-    plan = rnd.choice(move.plans)
-    if len(move.plans) == 1 and rnd.random() < 0.3:
-        return Action(state.to_move, move.card)
-    if rnd.random() < 0.5:
-        return Action(state.to_move, move.card, plan_id=plan.id)
-    return Action(state.to_move, move.card, capture=plan.cards)
-
-
-def _action_proto(action: Action, rnd: random.Random) -> pb.Action:
-    """The message of an action; capture sets are sent in a random order."""
-    message = pb.Action(seat=action.seat, card=engine.code(action.card))
-    if action.plan_id is not None:
-        message.plan_id = action.plan_id
-    elif action.capture is not None:
-        cards = engine.codes(action.capture)
-        rnd.shuffle(cards)
-        message.capture.cards.extend(cards)
-    elif action.trail:
-        message.trail = True
-    return message
 
 
 @dataclass(frozen=True)

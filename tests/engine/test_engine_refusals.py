@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from random_play import play_match
 from states import build, refusal, refused_play, scene
 
 from engine import (
@@ -29,6 +28,7 @@ from engine import (
 )
 from engine.fairness import Finding, verify
 from engine.rng import commitment, first_dealer
+from testkit.actions import play_match
 
 
 def _mid_hand() -> State:

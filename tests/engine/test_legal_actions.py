@@ -6,7 +6,6 @@ import random
 
 import brute
 import pytest
-from random_play import play_match
 from states import scene
 
 from engine import (
@@ -23,6 +22,7 @@ from engine import (
     parse_card,
 )
 from engine.cards import DECK_SIZE
+from testkit.actions import play_match, spellings
 
 
 def _states(count: int) -> list[State]:
@@ -126,3 +126,13 @@ def test_the_actions_belong_to_the_seat_to_move(seat: int) -> None:
     state = scene(["2C", "3C"], ["9H"], seat=seat)
     assert state.to_move == seat
     assert {a.seat for a in legal_actions(state)} == {seat}
+
+
+def test_every_spelling_of_a_listed_action_plays_the_same() -> None:
+    """The test helpers' other ways to write an action (testkit.actions) mean the same play."""
+    for state in STATES[::5]:
+        for action in legal_actions(state):
+            ways = spellings(state, action)
+            assert ways[0] == action and len(set(ways)) == len(ways)
+            for way in ways:
+                assert apply(state, way) == apply(state, action), way

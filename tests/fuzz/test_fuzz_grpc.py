@@ -19,6 +19,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -31,13 +32,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine import Action, State, Status
+from engine import State, Status
 from service import convert, errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
 from testkit import harness
+from testkit.actions import action_to_proto, random_action, spellings
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 REPORT = os.environ.get("BASRA_FUZZ_REPORT")
@@ -77,10 +79,7 @@ def _pool() -> list[State]:
                 states.append(state)
             if state.status is Status.OVER:
                 break
-            assert state.to_move is not None
-            move = rnd.choice(engine.legal_moves(state))
-            plan = rnd.randint(1, len(move.plans)) if move.plans else None
-            state, _ = engine.apply(state, Action(state.to_move, move.card, plan_id=plan))
+            state, _ = engine.apply(state, random_action(state, rnd))
             step += 1
     return states
 
@@ -225,18 +224,11 @@ def action_message(draw: st.DrawFn, state: pb.State | None = None) -> pb.Action:
 @st.composite
 def legal_action(draw: st.DrawFn, state: State) -> pb.Action:
     """An action the engine accepts, written one of the ways the contract allows."""
-    assert state.to_move is not None
-    move = draw(st.sampled_from(engine.legal_moves(state)))
-    message = pb.Action(seat=state.to_move, card=engine.code(move.card))
-    if move.plans:
-        plan = draw(st.sampled_from(move.plans))
-        if draw(st.booleans()):
-            message.plan_id = plan.id
-        else:
-            message.capture.cards.extend(engine.codes(plan.cards))
-    elif draw(st.booleans()):
-        message.trail = True
-    return message
+    action = draw(st.sampled_from(list(engine.legal_actions(state))))
+    spelled = draw(st.sampled_from(spellings(state, action)))
+    if spelled.capture:
+        spelled = replace(spelled, capture=tuple(draw(st.permutations(spelled.capture))))
+    return action_to_proto(spelled)
 
 
 # ---- the server, the oracle and the tally ----

@@ -169,9 +169,7 @@ def _replace_host(config: Config) -> Config:
 
 def first_choice(state: State) -> Action:
     """A deterministic legal action: the first card, with its first plan if it has any."""
-    assert state.to_move is not None
-    move = engine.legal_moves(state)[0]
-    return Action(state.to_move, move.card, plan_id=1 if move.plans else None, trail=move.trails)
+    return next(engine.legal_actions(state))
 
 
 def states_of(seed: bytes) -> Iterator[tuple[State, Action | None]]:
@@ -218,13 +216,3 @@ def finished_match(seed: bytes) -> tuple[State, list[Action]]:
             actions.append(action)
     assert final is not None
     return final, actions
-
-
-def action_proto(action: Action) -> pb.Action:
-    """The message of an engine action (plan id or trail, as first_choice makes them)."""
-    message = pb.Action(seat=action.seat, card=engine.code(action.card))
-    if action.plan_id is not None:
-        message.plan_id = action.plan_id
-    elif action.trail:
-        message.trail = True
-    return message

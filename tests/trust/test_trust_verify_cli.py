@@ -17,7 +17,9 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
 from clients import verify
+from service import convert
 from service.handlers import Handlers
+from testkit.actions import action_to_proto, random_action
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,10 +32,7 @@ def _record(seat: int, with_actions: bool) -> dict[str, Any]:
     events = list(result.seat_events[seat].events)
     actions = []
     while result.legal_moves.HasField("seat"):
-        move = rnd.choice(result.legal_moves.moves)
-        action = pb.Action(seat=result.legal_moves.seat, card=move.card)
-        if move.plans:
-            action.plan_id = rnd.randint(1, len(move.plans))
+        action = action_to_proto(random_action(convert.state_from_proto(result.state), rnd))
         result = handlers.apply(pb.ApplyRequest(state=result.state, action=action))
         events.extend(result.seat_events[seat].events)
         actions.append(action)
