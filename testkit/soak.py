@@ -38,6 +38,7 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 import engine
+from clients.refusals import reason_of
 from engine import Action, Event, State, Status
 from service import convert, errors
 from testkit import harness
@@ -135,7 +136,7 @@ class Table:
         try:
             self.call(method, request)
         except grpc.RpcError as error:
-            got = (error.code(), _reason(error))
+            got = (error.code(), reason_of(error))
             if got != (code, reason):
                 raise Mismatch(f"{method} refused with {got}, expected {(code, reason)}") from None
             self.tally.refused(reason)
@@ -206,12 +207,6 @@ class Table:
             action = pb.Action(seat=state.to_move, card=card)
             request = pb.ApplyRequest(**wire, action=action, expected_seq=state.seq + 1)
             self.refused("Apply", request, grpc.StatusCode.ABORTED, errors.SEQ_MISMATCH)
-
-
-def _reason(error: grpc.RpcError) -> str | None:
-    """The ErrorInfo reason of a failed call."""
-    trailing: Any = error.trailing_metadata()
-    return errors.reason_in(trailing)
 
 
 def _carried(result: pb.MatchResult) -> dict[str, Any]:

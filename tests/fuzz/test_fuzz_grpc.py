@@ -26,12 +26,12 @@ import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError, Message
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from clients.refusals import error_infos
 from engine import State, Status
 from service import convert, errors
 from service.config import Config
@@ -51,7 +51,6 @@ ALLOWED = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-DETAILS_KEY = "grpc-status-details-bin"
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -291,17 +290,6 @@ BY_METHOD: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _infos(trailing: Any) -> list[error_details_pb2.ErrorInfo]:
-    found = []
-    for key, value in trailing or ():
-        if key == DETAILS_KEY:
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                assert detail.Unpack(info), f"a detail that is not an ErrorInfo: {detail.type_url}"
-                found.append(info)
-    return found
-
-
 def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
     """What the handlers answer in this process to the same request bytes."""
     request_type = METHODS[method][0]
@@ -331,7 +319,7 @@ def check_call(channel: grpc.Channel, tally: Counter[str], method: str, body: by
         code = error.code()
         tally[f"{method} {code.name}"] += 1
         assert code in ALLOWED, f"{method} ended with {code.name}: {error.details()}"
-        infos = _infos(error.trailing_metadata())
+        infos = error_infos(error.trailing_metadata())
         assert len(infos) == 1, f"{method} refusal carries {len(infos)} ErrorInfo details"
         info = infos[0]
         assert info.domain == "basra.v1" and info.reason

@@ -16,10 +16,11 @@ import grpc_testing
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 
 import engine
+from clients.refusals import error_infos
 from engine import Action, State, Status
 from service import convert
 from service.config import Config
@@ -32,7 +33,6 @@ from service.servicer import RulesServicer
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
-DETAILS_KEY = "grpc-status-details-bin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +51,6 @@ class Outcome:
         return self.infos[0]
 
 
-def infos_in(trailing: Any) -> tuple[error_details_pb2.ErrorInfo, ...]:
-    """Return the ErrorInfo details of a call's trailing metadata (and nothing else may be)."""
-    found: list[error_details_pb2.ErrorInfo] = []
-    for key, value in trailing or ():
-        if key != DETAILS_KEY:
-            continue
-        rich = status_pb2.Status.FromString(value)
-        for detail in rich.details:
-            info = error_details_pb2.ErrorInfo()
-            assert detail.Unpack(info), f"unexpected detail type {detail.type_url}"
-            found.append(info)
-    return tuple(found)
-
-
 Caller = Callable[[str, Message], Outcome]
 
 
@@ -79,7 +65,7 @@ def grpc_testing_caller(handlers: Handlers) -> Caller:
         response, trailing, code, details = rpc.termination()
         if code is grpc.StatusCode.OK:
             return Outcome(code, response)
-        return Outcome(code, None, details, infos_in(trailing))
+        return Outcome(code, None, details, error_infos(trailing))
 
     return call
 
@@ -93,7 +79,7 @@ def channel_caller(channel: grpc.Channel) -> Caller:
             response = getattr(stub, method)(request, timeout=10)
         except grpc.RpcError as error:
             trailing = error.trailing_metadata()
-            return Outcome(error.code(), None, error.details() or "", infos_in(trailing))
+            return Outcome(error.code(), None, error.details() or "", error_infos(trailing))
         return Outcome(grpc.StatusCode.OK, response)
 
     return call

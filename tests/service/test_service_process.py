@@ -130,6 +130,20 @@ def test_play_finishes_a_match_against_the_server(served: ServedProcess) -> None
     assert "wins" in lines[-1]
 
 
+def test_play_names_the_reason_of_a_refused_call(served: ServedProcess) -> None:
+    """A seed the server refuses ends `play` with exit 1 and the refusal's code and reason."""
+    done = subprocess.run(
+        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("call failed: INVALID_ARGUMENT INVALID_SEED: ")
+
+
 def test_a_dead_worker_is_replaced(served: ServedProcess) -> None:
     """Killing a worker: the parent logs it, starts another, and the service keeps answering."""
     serving = served.wait_for("serving")
