@@ -117,7 +117,9 @@ def play(
     """Play one match to its end, printing each event; return the final state."""
     bots: tuple[Bot, Bot] = (greedy, RandomBot(random.Random(seed)))
 
-    def call(method: Callable[..., pb.MatchResult], request: object) -> pb.MatchResult:
+    def call(
+        method: Callable[..., pb.NewMatchResponse | pb.ApplyResponse], request: object
+    ) -> pb.NewMatchResponse | pb.ApplyResponse:
         metadata = (("x-request-id", uuid.uuid4().hex),)
         return method(request, timeout=timeout, metadata=metadata)
 

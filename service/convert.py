@@ -32,6 +32,7 @@ from engine import (
     code,
     codes,
     parse_card,
+    parse_cards,
     seat_events,
 )
 from engine.cards import DECK_SIZE, Card
@@ -248,6 +249,77 @@ def event_to_proto(event: Event | HiddenDeal) -> pb.Event:
         case MatchOver(winner, totals):
             return pb.Event(match_over=pb.MatchOver(winner=winner, totals=list(totals)))
     raise TypeError(f"unknown event type {type(event).__name__}")
+
+
+def _seat_score_from_proto(message: pb.SeatScore) -> SeatScore:
+    return SeatScore(
+        cards=message.cards,
+        majority=message.majority,
+        jacks=message.jacks,
+        aces=message.aces,
+        two_of_clubs=message.two_of_clubs,
+        ten_of_diamonds=message.ten_of_diamonds,
+        basras=message.basras,
+        basra_points=message.basra_points,
+        hand_total=message.hand_total,
+        running_total=message.running_total,
+    )
+
+
+def _pair(values: Sequence[object], name: str) -> None:
+    if len(values) != 2:
+        raise ValueError(f"{name} must hold exactly two entries, not {len(values)}")
+
+
+def event_from_proto(message: pb.Event) -> Event | HiddenDeal:
+    """Return the engine event a message describes: the inverse of event_to_proto."""
+    # Events are never received by the service; this reads the ones it sent (clients, tests).
+    kind = message.WhichOneof("kind")
+    if kind == "card_played":
+        played = message.card_played
+        return CardPlayed(played.seat, parse_card(played.card))
+    if kind == "captured":
+        taken = message.captured
+        return Captured(
+            taken.seat,
+            parse_card(taken.card),
+            taken.plan_id,
+            parse_cards(taken.cards),
+            parse_cards(taken.same_rank),
+            tuple(parse_cards(g.cards) for g in taken.groups),
+        )
+    if kind == "trailed":
+        return Trailed(message.trailed.seat, parse_card(message.trailed.card))
+    if kind == "cards_dealt":
+        dealt = message.cards_dealt
+        seat = dealt.seat if dealt.HasField("seat") else None
+        return CardsDealt(seat, parse_cards(dealt.cards))
+    if kind == "hidden_deal":
+        return HiddenDeal(message.hidden_deal.seat, message.hidden_deal.count)
+    if kind == "swept":
+        swept = message.swept
+        return Swept(swept.seat, parse_card(swept.card), parse_cards(swept.cards))
+    if kind == "basra_scored":
+        return BasraScored(message.basra_scored.seat, parse_card(message.basra_scored.card))
+    if kind == "hand_started":
+        return HandStarted(message.hand_started.hand_number, message.hand_started.dealer)
+    if kind == "floor_fixed":
+        fixed = message.floor_fixed
+        return FloorFixed(parse_cards(fixed.returned), parse_cards(fixed.replacements))
+    if kind == "leftovers_awarded":
+        left = message.leftovers_awarded
+        seat = left.seat if left.HasField("seat") else None
+        return LeftoversAwarded(seat, parse_cards(left.cards))
+    if kind == "hand_scored":
+        scored = message.hand_scored
+        _pair(scored.seats, "hand_scored.seats")
+        seats = (_seat_score_from_proto(scored.seats[0]), _seat_score_from_proto(scored.seats[1]))
+        return HandScored(scored.hand_number, seats, scored.carry_before, scored.carry_after)
+    if kind == "match_over":
+        over = message.match_over
+        _pair(over.totals, "match_over.totals")
+        return MatchOver(over.winner, (over.totals[0], over.totals[1]))
+    raise ValueError("the event sets none of its kinds")
 
 
 def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:

@@ -31,6 +31,8 @@ class _Limited(Protocol):
 P = ParamSpec("P")
 R = TypeVar("R")
 H = TypeVar("H", bound=_Limited)
+# NewMatch and Apply answer with two message types of the same fields.
+MatchResponse = TypeVar("MatchResponse", pb.NewMatchResponse, pb.ApplyResponse)
 
 DRAWN_SEED_BYTES = 32
 DEFAULT_MAX_REPLAY_ACTIONS = 10_000
@@ -93,15 +95,15 @@ class Handlers:
     """Signing keys: when set, states go out sealed and must come back sealed."""
 
     @_refusing
-    def new_match(self, request: pb.NewMatchRequest) -> pb.MatchResult:
+    def new_match(self, request: pb.NewMatchRequest) -> pb.NewMatchResponse:
         """Start a match from the given seed (or a drawn one) and labels."""
         labels = _labels(request.labels)
         seed = request.seed or self.draw_seed()
         state, events = engine.new_match(seed, labels)
-        return self._result(state, events)
+        return self._result(pb.NewMatchResponse, state, events)
 
     @_refusing
-    def apply(self, request: pb.ApplyRequest) -> pb.MatchResult:
+    def apply(self, request: pb.ApplyRequest) -> pb.ApplyResponse:
         """Check the state and the expected seq, then apply the action."""
         state = self._checked_state(request)
         if not request.HasField("action"):
@@ -118,7 +120,7 @@ class Handlers:
         action = convert.action_from_proto(request.action)
         limit = self.limits.plan_work_limit
         after, events = engine.apply(state, action, work_limit=limit, check=False)
-        return self._result(after, events)
+        return self._result(pb.ApplyResponse, after, events)
 
     @_refusing
     def legal_moves(self, request: pb.LegalMovesRequest) -> pb.LegalMovesResponse:
@@ -258,11 +260,16 @@ class Handlers:
 
         return engine.legal_moves(state, self.limits.plan_work_limit, timed)
 
-    def _result(self, state: State, events: tuple[engine.Event, ...]) -> pb.MatchResult:
-        """The result of NewMatch and Apply: state, events as everyone and each seat sees them."""
+    def _result(
+        self,
+        response: type[MatchResponse],
+        state: State,
+        events: tuple[engine.Event, ...],
+    ) -> MatchResponse:
+        """The response of NewMatch or Apply: state, events as everyone and each seat sees them."""
         messages = convert.events_to_proto(events)
         message = convert.state_to_proto(state)
-        return pb.MatchResult(
+        return response(
             state=message,
             events=messages,
             legal_moves=convert.moves_to_proto(state.to_move, self._moves(state)),

@@ -72,7 +72,7 @@ def _facts(request: object, response: object) -> dict[str, int]:
             facts["seat"] = request.action.seat
         elif isinstance(request, pb.PlayerViewRequest) and request.HasField("seat"):
             facts["seat"] = request.seat
-    elif isinstance(response, pb.MatchResult | pb.ReplayResponse):
+    elif isinstance(response, pb.NewMatchResponse | pb.ApplyResponse | pb.ReplayResponse):
         facts["seq"] = response.state.seq
     return facts
 

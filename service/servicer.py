@@ -25,8 +25,8 @@ SERVICE_NAME = "basra.v1.RulesService"
 
 # Request and response types of each RPC, in the order of the .proto.
 METHODS: dict[str, tuple[type[Message], type[Message]]] = {
-    "NewMatch": (pb.NewMatchRequest, pb.MatchResult),
-    "Apply": (pb.ApplyRequest, pb.MatchResult),
+    "NewMatch": (pb.NewMatchRequest, pb.NewMatchResponse),
+    "Apply": (pb.ApplyRequest, pb.ApplyResponse),
     "LegalMoves": (pb.LegalMovesRequest, pb.LegalMovesResponse),
     "PlayerView": (pb.PlayerViewRequest, pb.PlayerViewResponse),
     "Replay": (pb.ReplayRequest, pb.ReplayResponse),
@@ -93,13 +93,13 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
     def __init__(self, handlers: Handlers) -> None:
         self._handlers = handlers
 
-    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> pb.MatchResult:
+    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> pb.NewMatchResponse:
         """Start a match."""
-        return _answer(self._handlers.new_match, request, context, pb.MatchResult)
+        return _answer(self._handlers.new_match, request, context, pb.NewMatchResponse)
 
-    def Apply(self, request: Any, context: grpc.ServicerContext) -> pb.MatchResult:
+    def Apply(self, request: Any, context: grpc.ServicerContext) -> pb.ApplyResponse:
         """Apply one action."""
-        return _answer(self._handlers.apply, request, context, pb.MatchResult)
+        return _answer(self._handlers.apply, request, context, pb.ApplyResponse)
 
     def LegalMoves(self, request: Any, context: grpc.ServicerContext) -> pb.LegalMovesResponse:
         """List the legal moves."""

@@ -209,7 +209,7 @@ class Table:
             self.refused("Apply", request, grpc.StatusCode.ABORTED, errors.SEQ_MISMATCH)
 
 
-def _carried(result: pb.MatchResult) -> dict[str, Any]:
+def _carried(result: pb.NewMatchResponse | pb.ApplyResponse) -> dict[str, Any]:
     """The state field of the next request: the sealed state when the server signs."""
     if result.HasField("signed_state"):
         if pb.State.FromString(result.signed_state.state) != result.state:
@@ -224,7 +224,10 @@ def _same(what: str, got: Any, want: Any) -> None:
 
 
 def _same_result(
-    method: str, result: pb.MatchResult, state: State, events: Sequence[Event]
+    method: str,
+    result: pb.NewMatchResponse | pb.ApplyResponse,
+    state: State,
+    events: Sequence[Event],
 ) -> None:
     """A NewMatch or Apply result equals the referee's state, events, views and moves."""
     _same(f"{method} state", result.state, convert.state_to_proto(state))

@@ -237,7 +237,11 @@ def test_dockerignore_keeps_local_artifacts_out() -> None:
     rules = ignore_rules()
     for path in (".venv/bin/python", "gen/basra/v1/rules_pb2.py", ".git/HEAD", "tests/x.py"):
         assert is_ignored(path, rules), path
-    for path in ("engine/__pycache__/cards.cpython-311.pyc", "proto/basra/v1/rules_pb2.py"):
+    for path in (
+        "engine/__pycache__/cards.cpython-311.pyc",
+        "proto/basra/v1/rules_pb2.py",
+        "proto/released.binpb",
+    ):
         assert is_ignored(path, rules), path
     for path in ("pyproject.toml", "proto/generate.py", "proto/basra/v1/rules.proto"):
         assert not is_ignored(path, rules), path

@@ -127,7 +127,7 @@ def test_one_log_line_per_call_without_seed_or_hidden_cards(sync_server: InProce
     new = sync_server.channel.unary_unary(
         "/basra.v1.RulesService/NewMatch",
         request_serializer=pb.NewMatchRequest.SerializeToString,
-        response_deserializer=pb.MatchResult.FromString,
+        response_deserializer=pb.NewMatchResponse.FromString,
     )
     result = new(pb.NewMatchRequest(seed=SEED), metadata=(("x-request-id", "req-1"),), timeout=5)
     state = result.state
@@ -135,7 +135,7 @@ def test_one_log_line_per_call_without_seed_or_hidden_cards(sync_server: InProce
     apply = sync_server.channel.unary_unary(
         "/basra.v1.RulesService/Apply",
         request_serializer=pb.ApplyRequest.SerializeToString,
-        response_deserializer=pb.MatchResult.FromString,
+        response_deserializer=pb.ApplyResponse.FromString,
     )
     stale = pb.ApplyRequest(
         state=state, action=pb.Action(seat=seat, card=state.seats[seat].hand[0]), expected_seq=9

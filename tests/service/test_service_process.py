@@ -247,7 +247,7 @@ class Burst:
         channel, stub = _stub(self.port)
         seed = SEED + bytes([thread_index])
         with channel:
-            result: pb.MatchResult | None = None
+            result: pb.NewMatchResponse | pb.ApplyResponse | None = None
             for _ in range(100_000):
                 try:
                     if result is None or result.state.status == pb.STATUS_OVER:

@@ -25,10 +25,10 @@ from testkit.actions import action_to_proto
 SEED = b"service-rpc-tests"
 
 
-def _new(call: Caller, seed: bytes = SEED, labels: tuple[str, ...] = ()) -> pb.MatchResult:
+def _new(call: Caller, seed: bytes = SEED, labels: tuple[str, ...] = ()) -> pb.NewMatchResponse:
     outcome = call("NewMatch", pb.NewMatchRequest(seed=seed, labels=list(labels)))
     assert outcome.code is grpc.StatusCode.OK, outcome
-    result: pb.MatchResult = outcome.response
+    result: pb.NewMatchResponse = outcome.response
     return result
 
 

@@ -71,7 +71,7 @@ def check_view(view: pb.PlayerView, state: State, seat: int) -> None:
         assert state.seed not in view.SerializeToString()
 
 
-def check_seat_events(result: pb.MatchResult) -> None:
+def check_seat_events(result: pb.NewMatchResponse | pb.ApplyResponse) -> None:
     """Each seat's events show the cards dealt to it and to the floor, and only a count else."""
     for seat in (0, 1):
         events = result.seat_events[seat]

@@ -56,8 +56,8 @@ class _TamperingStub:
         if method != "Apply":
             return call
 
-        def tampered(request: pb.ApplyRequest, timeout: float) -> pb.MatchResult:
-            result: pb.MatchResult = call(request, timeout=timeout)
+        def tampered(request: pb.ApplyRequest, timeout: float) -> pb.ApplyResponse:
+            result: pb.ApplyResponse = call(request, timeout=timeout)
             result.state.seq += 1
             return result
 

@@ -28,6 +28,7 @@ def _record(seat: int, with_actions: bool) -> dict[str, Any]:
     """Play a whole match through the handlers; keep what `seat`'s player receives."""
     handlers = Handlers()
     rnd = random.Random(seat)
+    result: pb.NewMatchResponse | pb.ApplyResponse
     result = handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify"))
     events = list(result.seat_events[seat].events)
     actions = []
