@@ -60,7 +60,7 @@ class Budget:
     nodes: int
 
 
-DEFAULT_BUDGET = Budget(deals=16, nodes=6000)
+DEFAULT_BUDGET = Budget(deals=16, nodes=2500)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,8 @@ class Candidate:
 
     card: Card
     plan_id: int | None
-    """Id of the card's plan carried out; None when the card trails."""
+    """Id of the card's plan carried out, set only when the card has several (as Apply
+    takes it): the card and this id tell the candidates apart."""
     value: float
     """Estimated points for the seat, minus the opponent's, from here (see docs/bot.md)."""
     deals: int
@@ -178,17 +179,16 @@ def _answer(
     candidates = tuple(
         Candidate(
             options[i].card,
-            options[i].plan_id,
+            options[i].plan_id if options[i].plans > 1 else None,
             _mean(totals[i], deals[i]) / MILLI,
             deals[i],
         )
         for i in ranked
     )
-    best = options[ranked[0]]
     return Suggestion(
         seat=info.seat,
-        card=best.card,
-        plan_id=best.plan_id if best.plans > 1 else None,
+        card=candidates[0].card,
+        plan_id=candidates[0].plan_id,
         candidates=candidates,
         reason=reason,
         level=level,
