@@ -35,6 +35,7 @@ from engine import (
     parse_cards,
     seat_events,
 )
+from engine.bot import Level, Suggestion
 from engine.cards import DECK_SIZE, Card
 
 _STATUS_FROM_PROTO = {pb.STATUS_IN_PROGRESS: Status.IN_PROGRESS, pb.STATUS_OVER: Status.OVER}
@@ -380,3 +381,34 @@ def view_to_proto(view: SeatView) -> pb.PlayerView:
     if view.to_move == view.seat:
         message.legal_moves.CopyFrom(moves_to_proto(view.seat, view.legal_moves))
     return message
+
+
+_LEVEL_TO_PROTO: dict[Level, pb.BotLevel] = {
+    Level.RANDOM: pb.BOT_LEVEL_RANDOM,
+    Level.GREEDY: pb.BOT_LEVEL_GREEDY,
+    Level.STRONG: pb.BOT_LEVEL_STRONG,
+}
+LEVELS: dict[int, Level] = {int(value): level for level, value in _LEVEL_TO_PROTO.items()}
+"""Engine level of each BotLevel (BOT_LEVEL_UNSPECIFIED is the server's default, not here)."""
+
+
+def _suggested(seat: int, card: Card, plan_id: int | None) -> pb.Action:
+    action = pb.Action(seat=seat, card=code(card))
+    if plan_id is not None:
+        action.plan_id = plan_id
+    return action
+
+
+def suggestion_to_proto(suggestion: Suggestion) -> pb.SuggestMoveResponse:
+    """Return the SuggestMove response of a suggestion."""
+    seat = suggestion.seat
+    return pb.SuggestMoveResponse(
+        action=_suggested(seat, suggestion.card, suggestion.plan_id),
+        candidates=[
+            pb.Candidate(action=_suggested(seat, c.card, c.plan_id), value=c.value, deals=c.deals)
+            for c in suggestion.candidates
+        ],
+        reason=suggestion.reason.value,
+        level=_LEVEL_TO_PROTO[suggestion.level],
+        work=pb.BotWork(deals=suggestion.deals, nodes=suggestion.nodes),
+    )

@@ -65,12 +65,17 @@ def _request_id(metadata: Metadata) -> str | None:
 def _facts(request: object, response: object) -> dict[str, int]:
     """The seq and seat a call was about; only these numbers, never cards or the seed."""
     facts: dict[str, int] = {}
-    if isinstance(request, pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest):
+    if isinstance(
+        request,
+        pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest | pb.SuggestMoveRequest,
+    ):
         if request.HasField("state"):
             facts["seq"] = request.state.seq
         if isinstance(request, pb.ApplyRequest) and request.action.HasField("seat"):
             facts["seat"] = request.action.seat
-        elif isinstance(request, pb.PlayerViewRequest) and request.HasField("seat"):
+        elif isinstance(request, pb.PlayerViewRequest | pb.SuggestMoveRequest) and request.HasField(
+            "seat"
+        ):
             facts["seat"] = request.seat
     elif isinstance(response, pb.NewMatchResponse | pb.ApplyResponse | pb.ReplayResponse):
         facts["seq"] = response.state.seq

@@ -14,6 +14,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from engine.bot import Suggestion
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 # 1 microsecond to 100 milliseconds, roughly three buckets per decade.
@@ -55,6 +57,11 @@ HANDLING_BUCKETS = (
     10.0,
 )
 _CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+# One STRONG suggestion takes milliseconds; RANDOM and GREEDY take microseconds.
+SUGGEST_BUCKETS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0)
+# Work per suggestion: deals sampled (at most a few dozen) and search nodes (thousands).
+DEALS_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+NODES_BUCKETS = (0, 10, 100, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,9 @@ class Metrics:
     handled: Counter
     handling_seconds: Histogram
     refusals: Counter
+    suggest_seconds: Histogram
+    suggest_deals: Histogram
+    suggest_nodes: Histogram
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
@@ -103,7 +113,35 @@ class Metrics:
                 ("grpc_method", "reason"),
                 registry=registry,
             ),
+            suggest_seconds=Histogram(
+                "basra_suggest_seconds",
+                "Time the bot took to choose one SuggestMove action, by level.",
+                ("level",),
+                buckets=SUGGEST_BUCKETS,
+                registry=registry,
+            ),
+            suggest_deals=Histogram(
+                "basra_suggest_deals",
+                "Deals the bot sampled and searched for one SuggestMove, by level.",
+                ("level",),
+                buckets=DEALS_BUCKETS,
+                registry=registry,
+            ),
+            suggest_nodes=Histogram(
+                "basra_suggest_nodes",
+                "Search nodes the bot visited for one SuggestMove, by level.",
+                ("level",),
+                buckets=NODES_BUCKETS,
+                registry=registry,
+            ),
         )
+
+    def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
+        """Record one suggestion: its time and its work, by level."""
+        level = suggestion.level.value
+        self.suggest_seconds.labels(level).observe(seconds)
+        self.suggest_deals.labels(level).observe(suggestion.deals)
+        self.suggest_nodes.labels(level).observe(suggestion.nodes)
 
 
 def multiprocess_registry(directory: str) -> CollectorRegistry:

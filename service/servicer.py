@@ -30,6 +30,7 @@ METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "LegalMoves": (pb.LegalMovesRequest, pb.LegalMovesResponse),
     "PlayerView": (pb.PlayerViewRequest, pb.PlayerViewResponse),
     "Replay": (pb.ReplayRequest, pb.ReplayResponse),
+    "SuggestMove": (pb.SuggestMoveRequest, pb.SuggestMoveResponse),
 }
 
 Req = TypeVar("Req")
@@ -113,6 +114,10 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
         """Replay a match."""
         return _answer(self._handlers.replay, request, context, pb.ReplayResponse)
 
+    def SuggestMove(self, request: Any, context: grpc.ServicerContext) -> pb.SuggestMoveResponse:
+        """Suggest a move for the seat to move."""
+        return _answer(self._handlers.suggest_move, request, context, pb.SuggestMoveResponse)
+
 
 def _answer(
     handler: Callable[[Req], Resp],
@@ -161,6 +166,10 @@ class AsyncRulesServicer(rules_pb2_grpc.RulesServiceServicer):
     async def Replay(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         """Replay a match."""
         return await _answer_async(self._handlers.replay, request, context)
+
+    async def SuggestMove(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """Suggest a move for the seat to move."""
+        return await _answer_async(self._handlers.suggest_move, request, context)
 
 
 async def _answer_async(
