@@ -8,6 +8,7 @@ from engine.bot.levels import (
     Suggestion,
     Why,
     default_seed,
+    search_hands,
     suggest,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "Suggestion",
     "Why",
     "default_seed",
+    "search_hands",
     "suggest",
 ]

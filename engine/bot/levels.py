@@ -120,6 +120,20 @@ def suggest(
     work_limit: int = DEFAULT_WORK_LIMIT,
 ) -> Suggestion:
     """Suggest an action for the seat of `info`, which must be the seat to move."""
+    _check(info, budget)
+    options = _options(info, work_limit)
+    seed = bot_seed or default_seed(info)
+    if len(options) == 1:
+        return _answer(info, options, [0], [0], level=level, reason=Why.ONLY_MOVE)
+    if level is Level.RANDOM:
+        return _random(info, options, seed)
+    if level is Level.GREEDY:
+        return _greedy(info, options)
+    return _strong(info, options, seed, budget)
+
+
+def _check(info: InformationSet, budget: Budget) -> None:
+    """Refuse a finished match, a seat that is not to move, and an empty budget."""
     if info.match_over or info.to_move is None:
         raise RuleError(Reason.MATCH_OVER, "The match is over; no more moves can be played.")
     if info.seat != info.to_move:
@@ -136,15 +150,6 @@ def suggest(
             deals=budget.deals,
             nodes=budget.nodes,
         )
-    options = _options(info, work_limit)
-    seed = bot_seed or default_seed(info)
-    if len(options) == 1:
-        return _answer(info, options, [0], [0], level=level, reason=Why.ONLY_MOVE)
-    if level is Level.RANDOM:
-        return _random(info, options, seed)
-    if level is Level.GREEDY:
-        return _greedy(info, options)
-    return _strong(info, options, seed, budget)
 
 
 def _options(info: InformationSet, work_limit: int) -> list[_Option]:
@@ -237,40 +242,70 @@ def _strong(
     info: InformationSet, options: list[_Option], seed: bytes, budget: Budget
 ) -> Suggestion:
     """Determinized search over sampled deals; the last round of a hand solved exactly."""
+    if info.deck_size == 0:
+        solved = _solve(info, options, budget.nodes)
+        if solved is not None:
+            return solved
+    pool = cards_of(info.unseen_mask)
+    size = info.opponent_hand_size
+    if comb(len(pool), size) <= budget.deals:
+        hands = list(combinations(pool, size))
+    else:
+        hands = balanced_hands(Draws(seed), pool, size, budget.deals)
+    return _search(info, options, hands, budget)
+
+
+def search_hands(
+    info: InformationSet,
+    opponent_hands: list[tuple[Card, ...]],
+    budget: Budget = DEFAULT_BUDGET,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+) -> Suggestion:
+    """STRONG's search over given opponent hands instead of sampled ones.
+
+    For analysis: given the opponent's true hand it is the cheating twin of the tests, which
+    shows what the honest bot does not know. The service never calls it.
+    """
+    _check(info, budget)
+    options = _options(info, work_limit)
+    if len(options) == 1:
+        return _answer(info, options, [0], [0], level=Level.STRONG, reason=Why.ONLY_MOVE)
+    if info.deck_size == 0:
+        solved = _solve(info, options, budget.nodes)
+        if solved is not None:
+            return solved
+    return _search(info, options, opponent_hands, budget)
+
+
+def _search(
+    info: InformationSet,
+    options: list[_Option],
+    hands: list[tuple[Card, ...]],
+    budget: Budget,
+) -> Suggestion:
+    """Search the deals of the given opponent hands, one after another, within the budget."""
     me, opp = info.seat, 1 - info.seat
     hand = tuple(sorted(info.hand))
     counts = (len(info.captured[me]), len(info.captured[opp]))
     majority = MAJORITY_POINTS + info.carry
     moves = [(o.card, o.step) for o in options]
     unseen = info.unseen_mask
-    size = info.opponent_hand_size
     n = len(options)
     totals = [0] * n
     deals = [0] * n
-    memo = memo_steps
-    if info.deck_size == 0:
-        solved = _solve(info, options, hand, counts, budget.nodes)
-        if solved is not None:
-            return solved
-    pool = cards_of(unseen)
-    worlds: list[tuple[Card, ...]]
-    if comb(len(pool), size) <= budget.deals:
-        worlds = list(combinations(pool, size))
-    else:
-        worlds = balanced_hands(Draws(seed), pool, size, budget.deals)
     nodes = 0
     searched = 0
-    depth = min(MAX_DEPTH, len(hand) + size)
+    depth = min(MAX_DEPTH, len(hand) + info.opponent_hand_size)
     active = list(range(n))
     history: list[list[int]] = [[] for _ in range(n)]
-    for world in worlds:
+    for world in hands:
         left = budget.nodes - nodes
         if searched and left * searched < nodes:
             break  # another deal would likely not fit in what is left
         if searched >= PRUNE_AFTER and len(active) > 1:
             active = _survivors(active, history, totals, deals)
         while True:
-            search = RoundSearch(memo, majority, unseen & ~mask_of(world), left, depth)
+            search = RoundSearch(memo_steps, majority, unseen & ~mask_of(world), left, depth)
             try:
                 values = search.values([moves[i] for i in active], hand, world, counts)
                 break
@@ -306,15 +341,11 @@ def _strong(
     )
 
 
-def _solve(
-    info: InformationSet,
-    options: list[_Option],
-    hand: tuple[Card, ...],
-    counts: tuple[int, int],
-    node_limit: int,
-) -> Suggestion | None:
+def _solve(info: InformationSet, options: list[_Option], node_limit: int) -> Suggestion | None:
     """The last round of a hand solved exactly; None if it does not fit in the budget."""
     me, opp = info.seat, 1 - info.seat
+    hand = tuple(sorted(info.hand))
+    counts = (len(info.captured[me]), len(info.captured[opp]))
     points = [
         points_of(mask_of(info.captured[s])) + MILLI * BASRA_POINTS * info.basras[s]
         for s in (me, opp)
