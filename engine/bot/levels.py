@@ -242,8 +242,9 @@ def _strong(
     info: InformationSet, options: list[_Option], seed: bytes, budget: Budget
 ) -> Suggestion:
     """Determinized search over sampled deals; the last round of a hand solved exactly."""
+    spent = 0
     if info.deck_size == 0:
-        solved = _solve(info, options, budget.nodes)
+        solved, spent = _solve(info, options, budget.nodes)
         if solved is not None:
             return solved
     pool = cards_of(info.unseen_mask)
@@ -252,7 +253,7 @@ def _strong(
         hands = list(combinations(pool, size))
     else:
         hands = balanced_hands(Draws(seed), pool, size, budget.deals)
-    return _search(info, options, hands, budget)
+    return _search(info, options, hands, budget, spent)
 
 
 def search_hands(
@@ -270,11 +271,12 @@ def search_hands(
     options = _options(info, work_limit)
     if len(options) == 1:
         return _answer(info, options, [0], [0], level=Level.STRONG, reason=Why.ONLY_MOVE)
+    spent = 0
     if info.deck_size == 0:
-        solved = _solve(info, options, budget.nodes)
+        solved, spent = _solve(info, options, budget.nodes)
         if solved is not None:
             return solved
-    return _search(info, options, opponent_hands, budget)
+    return _search(info, options, opponent_hands, budget, spent)
 
 
 def _search(
@@ -282,8 +284,10 @@ def _search(
     options: list[_Option],
     hands: list[tuple[Card, ...]],
     budget: Budget,
+    spent: int,
 ) -> Suggestion:
-    """Search the deals of the given opponent hands, one after another, within the budget."""
+    """Search the deals of the given opponent hands, one after another, within the budget
+    (of which `spent` nodes are already gone)."""
     me, opp = info.seat, 1 - info.seat
     hand = tuple(sorted(info.hand))
     counts = (len(info.captured[me]), len(info.captured[opp]))
@@ -293,7 +297,9 @@ def _search(
     n = len(options)
     totals = [0] * n
     deals = [0] * n
-    nodes = 0
+    # The search counts points from here on; the piles' points make values hand margins.
+    base = _points(info, me) - _points(info, opp)
+    nodes = spent
     searched = 0
     depth = min(MAX_DEPTH, len(hand) + info.opponent_hand_size)
     active = list(range(n))
@@ -321,13 +327,13 @@ def _search(
         nodes += search.nodes
         searched += 1
         for i, v in zip(active, values, strict=True):
-            totals[i] += v
+            totals[i] += base + v
             deals[i] += 1
             history[i].append(v)
     if not searched:
         # Not even the shallowest search of one deal fitted: value the plays alone.
         for i, (_card, (_after, gain, taken)) in enumerate(moves):
-            totals[i] = gain + majority * MAJORITY_SHARE[counts[0] + taken][counts[1]]
+            totals[i] = base + gain + majority * MAJORITY_SHARE[counts[0] + taken][counts[1]]
     best = max(range(n), key=lambda i: (_mean(totals[i], deals[i]), -i))
     return _answer(
         info,
@@ -341,15 +347,14 @@ def _search(
     )
 
 
-def _solve(info: InformationSet, options: list[_Option], node_limit: int) -> Suggestion | None:
-    """The last round of a hand solved exactly; None if it does not fit in the budget."""
+def _solve(
+    info: InformationSet, options: list[_Option], node_limit: int
+) -> tuple[Suggestion | None, int]:
+    """The last round of a hand solved exactly (None if it does not fit), and the nodes spent."""
     me, opp = info.seat, 1 - info.seat
     hand = tuple(sorted(info.hand))
     counts = (len(info.captured[me]), len(info.captured[opp]))
-    points = [
-        points_of(mask_of(info.captured[s])) + MILLI * BASRA_POINTS * info.basras[s]
-        for s in (me, opp)
-    ]
+    points = [_points(info, me), _points(info, opp)]
     last = 0 if info.last_capturer is None else 1 if info.last_capturer == me else -1
     non_dealer = 1 - info.dealer
     solver = EndgameSolver(
@@ -369,9 +374,9 @@ def _solve(info: InformationSet, options: list[_Option], node_limit: int) -> Sug
             last=last,
         )
     except OutOfNodes:
-        return None
+        return None, solver.nodes
     best = max(range(len(options)), key=lambda i: (values[i], -i))
-    return _answer(
+    solved = _answer(
         info,
         options,
         values,
@@ -381,6 +386,12 @@ def _solve(info: InformationSet, options: list[_Option], node_limit: int) -> Sug
         sampled=1,
         nodes=solver.nodes,
     )
+    return solved, solver.nodes
+
+
+def _points(info: InformationSet, seat: int) -> int:
+    """Points of `seat` in this hand so far (special cards and Basras), in thousandths."""
+    return points_of(mask_of(info.captured[seat])) + MILLI * BASRA_POINTS * info.basras[seat]
 
 
 def _survivors(

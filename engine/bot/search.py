@@ -136,21 +136,25 @@ def _round_search(
         beta: int,
     ) -> int:
         nonlocal nodes
-        nodes += 1
-        if nodes > node_limit:
+        if nodes >= node_limit:
             raise OutOfNodes
+        nodes += 1
         best = -INFINITY
         if len(mover) == 1:
             items = iter(steps(mover[0], floor))
             if not other:
                 # The round's last play: each step ends the round.
                 for after, gain, taken in zip(items, items, items, strict=True):
+                    if nodes >= node_limit:
+                        raise OutOfNodes
                     nodes += 1
                     value = gain - round_over(after, theirs, mine + taken)
                     best = max(best, value)
                 return best
             if depth <= 1:
                 for _after, gain, taken in zip(items, items, items, strict=True):
+                    if nodes >= node_limit:
+                        raise OutOfNodes
                     nodes += 1
                     value = gain - majority * share[theirs][mine + taken]
                     best = max(best, value)
@@ -193,6 +197,8 @@ def _round_search(
         children.sort(key=_first, reverse=True)
         if depth <= 1:
             for _, _after, gain, taken, _rest in children:
+                if nodes >= node_limit:
+                    raise OutOfNodes
                 nodes += 1
                 value = gain - majority * share[theirs][mine + taken]
                 best = max(best, value)
@@ -312,9 +318,9 @@ def _endgame(
         beta: int,
     ) -> int:
         nonlocal nodes
-        nodes += 1
-        if nodes > node_limit:
+        if nodes >= node_limit:
             raise OutOfNodes
+        nodes += 1
         if not mover:
             return end(floor, mine, theirs, pm, pt, last)
         best = -INFINITY
@@ -322,6 +328,8 @@ def _endgame(
             # The hand's last play: each step ends the hand.
             items = iter(steps(mover[0], floor))
             for after, gain, taken in zip(items, items, items, strict=True):
+                if nodes >= node_limit:
+                    raise OutOfNodes
                 nodes += 1
                 if taken:
                     value = -end(after, theirs, mine + taken, pt, pm + gain, -1)
