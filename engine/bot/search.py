@@ -92,7 +92,8 @@ class RoundSearch:
         def value(step: Step, rest: Hand) -> int:
             after, gain, taken = step
             if not other and not rest:
-                return gain - round_over(after, counts[1], counts[0] + taken)
+                # The round's last play: no search below it, but one node of work.
+                return gain - round_over(after, counts[1], counts[0] + taken, True)
             return gain - negamax(
                 other, rest, after, counts[1], counts[0] + taken, depth - 1, -INFINITY, INFINITY
             )
@@ -104,7 +105,7 @@ def _round_search(
     steps: StepsOf, majority: int, deck_mask: int, node_limit: int
 ) -> tuple[
     Callable[[Hand, Hand, int, int, int, int, int, int], int],
-    Callable[[int, int, int], int],
+    Callable[[int, int, int, bool], int],
     Callable[[], int],
 ]:
     """The negamax of one deal, its round-end evaluation and its node counter."""
@@ -113,8 +114,16 @@ def _round_search(
     table: dict[tuple[Hand, Hand, int, int], tuple[int, int]] = {}
     nodes = 0
 
-    def round_over(floor: int, mine: int, theirs: int) -> int:
-        """The round is over: value for the seat that plays first in the next one."""
+    def round_over(floor: int, mine: int, theirs: int, counted: bool = False) -> int:
+        """The round is over: value for the seat that plays first in the next one.
+
+        `counted`: count this position as a node (the inner callers count their own).
+        """
+        nonlocal nodes
+        if counted:
+            if nodes >= node_limit:
+                raise OutOfNodes
+            nodes += 1
         value = majority * share[mine][theirs]
         if floor:
             return (
