@@ -36,6 +36,7 @@ SEVEN_D_BASRA_MAX_FLOOR = 10
 
 _QUEEN_KING_MASK = RANK_MASKS[11] | RANK_MASKS[12]
 _SWEEP_KIND = 13  # the played 7D; ranks 0..12 are their own kinds
+_FLOOR_BITS = (1 << 53) - 1  # a card mask, with room to spare, inside a packed memo key
 
 
 class Plan(NamedTuple):
@@ -90,13 +91,21 @@ def plan_kind(card: Card) -> int:
     return _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
 
 
+def relevant_mask(card: Card) -> int:
+    """The floor cards that can change the plans of `card`: on the rest of the floor, only
+    whether anything lies there matters (a capture of the whole floor is a Basra)."""
+    return _RELEVANT[plan_kind(card)]
+
+
 def plans_for(
     card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
 ) -> tuple[Plan, ...]:
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
     kind = _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
     relevant = floor_mask & _RELEVANT[kind]
-    raw, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
+    # _plans_key, written out: this is the hot path of every call.
+    key = (relevant << 1 | (relevant != floor_mask)) << 4 | kind
+    raw, work = _plans_cached(key if work_limit == DEFAULT_WORK_LIMIT else key | work_limit << 58)
     if raw is None:
         raise RuleError(
             Reason.STATE_TOO_COMPLEX,
@@ -111,7 +120,7 @@ def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT)
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
     kind = plan_kind(card)
     relevant = floor_mask & _RELEVANT[kind]
-    return _plans_cached(kind, relevant, relevant != floor_mask, work_limit)[1]
+    return _plans_cached(_plans_key(kind, relevant, relevant != floor_mask, work_limit))[1]
 
 
 # A plan as the memo keeps it: Plan's fields in a plain tuple. Plain tuples of ints are
@@ -126,11 +135,29 @@ _RawPlan = tuple[
 _as_plan: Callable[[_RawPlan], Plan] = partial(tuple.__new__, Plan)
 
 
+# The three memos below take one integer argument (the packed key) on purpose: lru_cache
+# then keys its dictionary by that integer, which the cyclic garbage collector never tracks.
+# With tuple keys, each new entry puts the whole dictionary back under the collector's watch
+# (CPython untracks a dict holding only untracked objects and tracks it again when a tracked
+# key comes in), and the next collections walk it entry by entry: pauses of milliseconds
+# with full memos, in the middle of calls.
+
+
+def _plans_key(kind: int, floor: int, others: bool, limit: int) -> int:
+    """The memo key of `_plans_cached`: every argument packed into one integer (the default
+    work limit as 0, which keeps the usual keys small and quick to hash)."""
+    key = (floor << 1 | others) << 4 | kind
+    return key if limit == DEFAULT_WORK_LIMIT else key | limit << 58
+
+
 @lru_cache(maxsize=1 << 16)
-def _plans_cached(
-    kind: int, floor: int, others: bool, limit: int
-) -> tuple[tuple[_RawPlan, ...] | None, int]:
-    """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there."""
+def _plans_cached(key: int) -> tuple[tuple[_RawPlan, ...] | None, int]:
+    """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there.
+
+    `key` packs (kind, floor, others, limit) as `_plans_key` does.
+    """
+    kind, others, floor = key & 15, bool(key >> 4 & 1), key >> 5 & _FLOOR_BITS
+    limit = key >> 58 or DEFAULT_WORK_LIMIT
     if not floor:
         return (), 0
     if kind in (JACK_RANK, _SWEEP_KIND):
@@ -148,7 +175,9 @@ def _plans_cached(
             return (), 0
         return ((1, same_cards, same_cards, (), not others, False, same),), 0
     smaller_mask = floor & ((1 << (4 * kind)) - 1)
-    groups, work = _groups_on(kind + 1, smaller_mask, limit) if smaller_mask else ((), 0)
+    groups, work = (
+        _groups_on(_small_key(kind + 1, smaller_mask, limit)) if smaller_mask else ((), 0)
+    )
     if groups is None:
         return None, work
     if not groups:
@@ -173,15 +202,24 @@ _PACKED_BYTE: tuple[int, ...] = tuple(
 _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
 
 
+def _small_key(value: int, mask: int, limit: int) -> int:
+    """The memo key of `_groups_on` and `_abstract_plans`: (value, a mask, limit) packed."""
+    return (limit << 53 | mask) << 4 | value
+
+
 @lru_cache(maxsize=1 << 16)
-def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken, ...] | None, int]:
-    """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex."""
+def _groups_on(key: int) -> tuple[tuple[_Taken, ...] | None, int]:
+    """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex.
+
+    `key` packs (value, the smaller floor cards, limit) as `_small_key` does.
+    """
+    value, smaller_mask, limit = key & 15, key >> 4 & _FLOOR_BITS, key >> 57
     shape = 0  # each rank's nibble with its cards moved to the low bits: only counts matter
     shift = 0
     while smaller_mask >> shift:
         shape |= _PACKED_BYTE[(smaller_mask >> shift) & 0xFF] << shift
         shift += 8
-    abstract = _abstract_plans(value, shape, limit)
+    abstract = _abstract_plans(_small_key(value, shape, limit))
     if abstract.work > limit:
         return None, abstract.work
     smaller = cards_of(smaller_mask)
@@ -196,11 +234,13 @@ def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken,
 
 
 @lru_cache(maxsize=1 << 14)
-def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
+def _abstract_plans(key: int) -> _Abstract:
     """Plans over positions of the smaller cards, sorted by value then copy (= canonical).
 
-    `shape` holds, in the nibble of each smaller rank, as many low bits as cards of it.
+    `key` packs (value, shape, limit) as `_small_key` does; `shape` holds, in the nibble of
+    each smaller rank, as many low bits as cards of it.
     """
+    value, shape, limit = key & 15, key >> 4 & _FLOOR_BITS, key >> 57
     values = [r + 1 for r in range(value - 1) for _ in range(((shape >> (4 * r)) & 15).bit_count())]
     n = len(values)
     work = 0
