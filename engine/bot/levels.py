@@ -14,7 +14,7 @@ from math import comb
 
 from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
 from engine.bot.facts import BASRA_POINTS, MAJORITY_POINTS
-from engine.bot.moves import MILLI, Step, clearers, memo_steps, points_of, split, steps
+from engine.bot.moves import MILLI, Step, clearers, points_of, split, steps
 from engine.bot.sampling import Draws
 from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
 from engine.cards import Card, cards_of, mask_of
@@ -158,7 +158,7 @@ def _options(info: InformationSet, work_limit: int) -> list[_Option]:
     out: list[_Option] = []
     for card in sorted(info.hand):
         plans = plans_for(card, floor, work_limit)
-        moves = split(steps(card, floor))
+        moves = [(floor ^ moved, gain, taken) for moved, gain, taken in split(steps(card, floor))]
         if not plans:
             out.append(_Option(card, None, 0, moves[0], False, False))
             continue
@@ -311,7 +311,7 @@ def _search(
         if searched >= PRUNE_AFTER and len(active) > 1:
             active = _survivors(active, history, totals, deals)
         while True:
-            search = RoundSearch(memo_steps, majority, unseen & ~mask_of(world), left, depth)
+            search = RoundSearch(majority, unseen & ~mask_of(world), left, depth)
             try:
                 values = search.values([moves[i] for i in active], hand, world, counts)
                 break
@@ -358,7 +358,6 @@ def _solve(
     last = 0 if info.last_capturer is None else 1 if info.last_capturer == me else -1
     non_dealer = 1 - info.dealer
     solver = EndgameSolver(
-        memo_steps,
         MAJORITY_POINTS + info.carry,
         (info.totals[non_dealer], info.totals[info.dealer]),
         node_limit,

@@ -7,7 +7,6 @@ that per (card, floor), so a node costs a memo lookup and a few integer operatio
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import lru_cache
 
 from engine.bot.facts import (
@@ -20,6 +19,7 @@ from engine.bot.facts import (
 from engine.cards import (
     ACES_MASK,
     DECK_SIZE,
+    FULL_MASK,
     JACKS_MASK,
     KING_RANK,
     QUEEN_RANK,
@@ -30,13 +30,15 @@ from engine.cards import (
     Card,
     cards_of,
 )
-from engine.plans import SEVEN_D_BASRA_MAX_FLOOR, plans_for
+from engine.plans import SEVEN_D_BASRA_MAX_FLOOR, plans_for, relevant_mask
 
 MILLI = 1000
 """Search values are integers in thousandths of a point: exact, and the same on any machine."""
 
-# What a play does, as one step: (floor after the play, points gained in thousandths, cards
-# that join the pile); a trail gains nothing and puts no card on the pile.
+# What a play does, as one step: (the cards it moves, points gained in thousandths, cards
+# that join the pile). The floor after the play is the floor XOR the cards moved: a capture
+# takes cards that lie there, a trail adds the played card, which does not. A trail gains
+# nothing and puts no card on the pile.
 Step = tuple[int, int, int]
 # The steps of a card on a floor, flattened: step i is items 3i, 3i+1, 3i+2. A flat tuple
 # of integers is untracked by the cyclic garbage collector at its first look, however the
@@ -54,33 +56,57 @@ def points_of(mask: int) -> int:
     )
 
 
-def steps(card: Card, floor: int) -> Steps:
-    """Every way to play `card` on `floor`: one step per plan in offered order, or the trail."""
+RELEVANT: tuple[int, ...] = tuple(relevant_mask(card) for card in range(DECK_SIZE))
+"""Per card, the floor cards that can change its plans (engine.plans.relevant_mask)."""
+# Per card, a card it does not look at, to stand for "other cards lie on the floor".
+_OTHER: tuple[int, ...] = tuple(
+    (FULL_MASK & ~relevant) & -(FULL_MASK & ~relevant) for relevant in RELEVANT
+)
+
+
+@lru_cache(maxsize=1 << 16)
+def steps_on(key: int) -> Steps:
+    """The steps of a card on every floor of the same relevant part, by `step_key`.
+
+    One integer argument on purpose: lru_cache then keys its dictionary by that integer,
+    which the cyclic garbage collector never tracks. With tuple keys, each new entry would
+    put the whole dictionary back under the collector's watch, to be walked entry by entry
+    in the next collections (pauses of milliseconds with a full memo).
+    """
+    card, others, relevant = key & 63, key >> 6 & 1, key >> 7
+    floor = relevant | (_OTHER[card] if others else 0)
     plans = plans_for(card, floor)
     if not plans:
-        return (floor | 1 << card, 0, 0)
+        return (1 << card, 0, 0)
     played = points_of(1 << card)
     out: list[int] = []
     for plan in plans:
-        out.append(floor & ~plan.mask)
+        out.append(plan.mask)
         out.append(played + points_of(plan.mask) + (MILLI * BASRA_POINTS if plan.basra else 0))
         out.append(1 + plan.mask.bit_count())
     return tuple(out)
+
+
+def step_key(card: Card, floor: int) -> int:
+    """The memo key of `card` on `floor`: the card, the floor cards that can change its plans
+    (engine.plans.relevant_mask) and whether any other card lies there."""
+    relevant = floor & RELEVANT[card]
+    return (relevant << 1 | (relevant != floor)) << 6 | card
+
+
+def steps(card: Card, floor: int) -> Steps:
+    """Every way to play `card` on `floor`: one step per plan in offered order, or the trail.
+
+    Memoised per relevant part of the floor, the way plans_for memoises: a search meets many
+    floors that differ only where the card cannot look.
+    """
+    return steps_on(step_key(card, floor))
 
 
 def split(flat: Steps) -> list[Step]:
     """The steps of a flat tuple, one triple each."""
     items = iter(flat)
     return list(zip(items, items, items, strict=True))
-
-
-StepsOf = Callable[[Card, int], Steps]
-
-memo_steps: StepsOf = lru_cache(maxsize=1 << 17)(steps)
-"""`steps`, memoised for the whole process. Its keys and values are plain integers and
-flat tuples of them, which the cyclic garbage collector stops tracking, so a full memo
-costs the collector nothing once its own dictionary is frozen with the process's start-up
-objects (as the service's workers do)."""
 
 
 # Cards that play alike in every position get one bit each, shared by their rank: an A, a

@@ -18,16 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from engine.bot.evaluation import (
-    EMPTY_FLOOR_PENALTY,
-    EXPOSURE,
-    FLOOR_CARD,
-    FLOOR_POINTS,
-    MAJORITY_SHARE,
-)
+from engine.bot.evaluation import EMPTY_FLOOR_PENALTY, EXPOSURE, MAJORITY_SHARE
 from engine.bot.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
-from engine.bot.moves import EQUIVALENCE, MILLI, Step, StepsOf, clearers, points_of
-from engine.cards import Card
+from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, Step, clearers, points_of, steps_on
+from engine.cards import Card, mask_of
 
 INFINITY = 1 << 50
 WIN_VALUE = 1000 * MILLI
@@ -66,12 +60,10 @@ class RoundSearch:
 
     __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
 
-    def __init__(
-        self, steps: StepsOf, majority_points: int, deck_mask: int, node_limit: int, depth: int
-    ) -> None:
+    def __init__(self, majority_points: int, deck_mask: int, node_limit: int, depth: int) -> None:
         self.depth = depth
         self._negamax, self._round_over, self._nodes = _round_search(
-            steps, majority_points, deck_mask, node_limit
+            majority_points, deck_mask, node_limit
         )
 
     @property
@@ -88,6 +80,7 @@ class RoundSearch:
     ) -> list[int]:
         """Value of each root move for the seat holding `hand` (its pile, the other's)."""
         negamax, round_over, depth = self._negamax, self._round_over, self.depth
+        theirs = mask_of(other)
 
         def value(step: Step, rest: Hand) -> int:
             after, gain, taken = step
@@ -95,23 +88,31 @@ class RoundSearch:
                 # The round's last play: no search below it, but one node of work.
                 return gain - round_over(after, counts[1], counts[0] + taken, True)
             return gain - negamax(
-                other, rest, after, counts[1], counts[0] + taken, depth - 1, -INFINITY, INFINITY
+                theirs,
+                mask_of(rest),
+                after,
+                counts[1],
+                counts[0] + taken,
+                depth - 1,
+                -INFINITY,
+                INFINITY,
             )
 
         return root_values(moves, hand, value)
 
 
 def _round_search(
-    steps: StepsOf, majority: int, deck_mask: int, node_limit: int
+    majority: int, deck_mask: int, node_limit: int
 ) -> tuple[
-    Callable[[Hand, Hand, int, int, int, int, int, int], int],
+    Callable[[int, int, int, int, int, int, int, int], int],
     Callable[[int, int, int, bool], int],
     Callable[[], int],
 ]:
     """The negamax of one deal, its round-end evaluation and its node counter."""
     exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
     share = MAJORITY_SHARE
-    table: dict[tuple[Hand, Hand, int, int], tuple[int, int]] = {}
+    relevant_of = RELEVANT
+    table: dict[int, tuple[int, int]] = {}
     nodes = 0
 
     def round_over(floor: int, mine: int, theirs: int, counted: bool = False) -> int:
@@ -126,17 +127,12 @@ def _round_search(
             nodes += 1
         value = majority * share[mine][theirs]
         if floor:
-            return (
-                value
-                + exposure[(clearers(floor) & deck_mask).bit_count()]
-                + FLOOR_CARD * floor.bit_count()
-                + FLOOR_POINTS * points_of(floor) // MILLI
-            )
+            return value + exposure[(clearers(floor) & deck_mask).bit_count()]
         return value - EMPTY_FLOOR_PENALTY
 
     def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
-        mover: Hand,
-        other: Hand,
+        mover: int,
+        other: int,
         floor: int,
         mine: int,
         theirs: int,
@@ -149,28 +145,40 @@ def _round_search(
             raise OutOfNodes
         nodes += 1
         best = -INFINITY
-        if len(mover) == 1:
-            items = iter(steps(mover[0], floor))
+        if not mover & (mover - 1):
+            # One card left: no choice of card, no transpositions worth a table entry.
+            card = mover.bit_length() - 1
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
             if not other:
                 # The round's last play: each step ends the round.
-                for after, gain, taken in zip(items, items, items, strict=True):
+                for moved, gain, taken in zip(items, items, items, strict=True):
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
-                    value = gain - round_over(after, theirs, mine + taken)
-                    best = max(best, value)
+                    value = gain - round_over(floor ^ moved, theirs, mine + taken)
+                    if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                        best = value
                 return best
             if depth <= 1:
-                for _after, gain, taken in zip(items, items, items, strict=True):
+                for _moved, gain, taken in zip(items, items, items, strict=True):
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
                     value = gain - majority * share[theirs][mine + taken]
-                    best = max(best, value)
+                    if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                        best = value
                 return best
-            for after, gain, taken in zip(items, items, items, strict=True):
+            for moved, gain, taken in zip(items, items, items, strict=True):
                 value = gain - negamax(
-                    other, (), after, theirs, mine + taken, depth - 1, gain - beta, gain - alpha
+                    other,
+                    0,
+                    floor ^ moved,
+                    theirs,
+                    mine + taken,
+                    depth - 1,
+                    gain - beta,
+                    gain - alpha,
                 )
                 if value > best:
                     best = value
@@ -179,7 +187,9 @@ def _round_search(
                         if alpha >= beta:
                             break
             return best
-        key = (mover, other, floor, mine)
+        # The position as one integer: both hands, the floor and this seat's pile count
+        # (the other's follows from them); the depth left follows from the hands.
+        key = (((mover << 52 | other) << 52 | floor) << 6) | mine
         bounds = table.get(key)
         if bounds is not None:
             low, high = bounds
@@ -192,25 +202,31 @@ def _round_search(
         else:
             low, high = -INFINITY, INFINITY
         start = alpha
-        children: list[tuple[int, int, int, int, Hand]] = []
+        children: list[tuple[int, int, int, int, int]] = []
         tried = 0
-        for i, card in enumerate(mover):
+        left = mover
+        while left:
+            bit = left & -left
+            left ^= bit
+            card = bit.bit_length() - 1
             kind = EQUIVALENCE[card]
             if tried & kind:
                 continue
             tried |= kind
-            rest = mover[:i] + mover[i + 1 :]
-            items = iter(steps(card, floor))
-            for after, gain, taken in zip(items, items, items, strict=True):
-                children.append((gain + _ORDER_CARD * taken, after, gain, taken, rest))
-        children.sort(key=_first, reverse=True)
+            rest = mover ^ bit
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            for moved, gain, taken in zip(items, items, items, strict=True):
+                children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
+        children.sort(reverse=True)
         if depth <= 1:
             for _, _after, gain, taken, _rest in children:
                 if nodes >= node_limit:
                     raise OutOfNodes
                 nodes += 1
                 value = gain - majority * share[theirs][mine + taken]
-                best = max(best, value)
+                if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                    best = value
         else:
             for _, after, gain, taken, rest in children:
                 value = gain - negamax(
@@ -242,12 +258,10 @@ class EndgameSolver:
 
     __slots__ = ("_nodes", "_solve")
 
-    def __init__(
-        self, steps: StepsOf, majority_points: int, totals: tuple[int, int], node_limit: int
-    ) -> None:
+    def __init__(self, majority_points: int, totals: tuple[int, int], node_limit: int) -> None:
         """`totals`: match totals of the non-dealer (who moves when the hand ends), then of
         the dealer."""
-        self._solve, self._nodes = _endgame(steps, majority_points, totals, node_limit)
+        self._solve, self._nodes = _endgame(majority_points, totals, node_limit)
 
     @property
     def nodes(self) -> int:
@@ -287,11 +301,12 @@ class EndgameSolver:
 
 
 def _endgame(
-    steps: StepsOf, majority_points: int, totals: tuple[int, int], node_limit: int
+    majority_points: int, totals: tuple[int, int], node_limit: int
 ) -> tuple[Callable[[Hand, Hand, int, int, int, int, int, int, int, int], int], Callable[[], int]]:
     """The exact solver of one last round and its node counter."""
     majority = majority_points * MILLI
     target = TARGET * MILLI
+    relevant_of = RELEVANT
     first_total, second_total = totals[0] * MILLI, totals[1] * MILLI
     nodes = 0
 
@@ -335,16 +350,19 @@ def _endgame(
         best = -INFINITY
         if len(mover) == 1 and not other:
             # The hand's last play: each step ends the hand.
-            items = iter(steps(mover[0], floor))
-            for after, gain, taken in zip(items, items, items, strict=True):
+            card = mover[0]
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            for moved, gain, taken in zip(items, items, items, strict=True):
                 if nodes >= node_limit:
                     raise OutOfNodes
                 nodes += 1
                 if taken:
-                    value = -end(after, theirs, mine + taken, pt, pm + gain, -1)
+                    value = -end(floor ^ moved, theirs, mine + taken, pt, pm + gain, -1)
                 else:
-                    value = -end(after, theirs, mine, pt, pm, -last)
-                best = max(best, value)
+                    value = -end(floor ^ moved, theirs, mine, pt, pm, -last)
+                if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                    best = value
             return best
         tried = 0
         for i, card in enumerate(mover):
@@ -353,8 +371,10 @@ def _endgame(
                 continue
             tried |= kind
             rest = mover[:i] + mover[i + 1 :]
-            items = iter(steps(card, floor))
-            for after, gain, taken in zip(items, items, items, strict=True):
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            for moved, gain, taken in zip(items, items, items, strict=True):
+                after = floor ^ moved
                 if taken:
                     value = -solve(
                         other, rest, after, theirs, mine + taken, pt, pm + gain, -1, -beta, -alpha
