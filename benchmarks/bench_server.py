@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import signal
@@ -75,6 +76,9 @@ def worker_main(
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     observer = CallObserver(metrics.Metrics.create(None), logger)
+    # As service.workers does: start-up objects leave the cyclic collector's sight.
+    gc.collect()
+    gc.freeze()
     reply = b"\x01" * reply_bytes
     if config.io == "asyncio":
         asyncio.run(_serve_async(config, observer, port, reply, ready))

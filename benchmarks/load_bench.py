@@ -169,10 +169,12 @@ def measure(
     connections: int,
     rps: float = 0.0,
 ) -> Measure:
-    """Send `calls` calls of one RPC; count wall time and the server's CPU seconds."""
+    """Send `calls` calls of one RPC (a RulesService method, or "Noop"); count wall time and
+    the server's CPU seconds."""
+    path = NOOP_PATH if rpc == "Noop" else f"/basra.v1.RulesService/{rpc}"
     config = load.LoadConfig(
-        service=(APPLY_PATH if rpc == "Apply" else NOOP_PATH).split("/")[1],
-        method=rpc if rpc == "Apply" else "Echo",
+        service=path.split("/")[1],
+        method=path.split("/")[2],
         host=server.address,
         total=calls,
         concurrency=concurrency,
