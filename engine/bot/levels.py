@@ -14,9 +14,9 @@ from math import comb
 
 from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
 from engine.bot.facts import BASRA_POINTS, MAJORITY_POINTS
-from engine.bot.moves import MILLI, Step, clearers, points_of, split, steps
+from engine.bot.moves import MILLI, clearers, points_of, split, steps
 from engine.bot.sampling import Draws
-from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
+from engine.bot.search import EndgameSolver, OutOfNodes, Play, RoundSearch
 from engine.cards import Card, cards_of, mask_of
 from engine.errors import Reason, RuleError
 from engine.infoset import InformationSet
@@ -102,7 +102,8 @@ class _Option:
     card: Card
     plan_id: int | None
     plans: int
-    step: Step
+    step: Play
+    """What it does: the floor after it, the points it gains, the cards it puts on the pile."""
     basra: bool
     sweep: bool
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from engine.bot.evaluation import EMPTY_FLOOR_PENALTY, EXPOSURE, MAJORITY_SHARE
 from engine.bot.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
-from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, Step, clearers, points_of, steps_on
+from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, clearers, points_of, steps_on
 from engine.cards import Card, mask_of
 
 INFINITY = 1 << 50
@@ -30,6 +30,9 @@ WIN_VALUE = 1000 * MILLI
 _ORDER_CARD = 300
 
 Hand = tuple[Card, ...]
+Play = tuple[int, int, int]
+"""A play at the root, as the search takes it: (the floor after it, the points it gains in
+thousandths, the cards it puts on the pile)."""
 
 
 class OutOfNodes(Exception):  # noqa: N818 (a budget running out, not an error)
@@ -41,16 +44,16 @@ def _first(item: tuple[int, int, int, int, Hand]) -> int:
 
 
 def root_values(
-    moves: Sequence[tuple[Card, Step]], hand: Hand, value_of: Callable[[Step, Hand], int]
+    moves: Sequence[tuple[Card, Play]], hand: Hand, value_of: Callable[[Play, Hand], int]
 ) -> list[int]:
-    """Values of the root moves; cards that play alike with the same step share one search."""
-    done: dict[tuple[int, Step], int] = {}
+    """Values of the root moves; cards that play alike with the same play share one search."""
+    done: dict[tuple[int, Play], int] = {}
     out: list[int] = []
-    for card, step in moves:
-        key = (EQUIVALENCE[card], step)
+    for card, play in moves:
+        key = (EQUIVALENCE[card], play)
         if key not in done:
             i = hand.index(card)
-            done[key] = value_of(step, hand[:i] + hand[i + 1 :])
+            done[key] = value_of(play, hand[:i] + hand[i + 1 :])
         out.append(done[key])
     return out
 
@@ -73,7 +76,7 @@ class RoundSearch:
 
     def values(
         self,
-        moves: Sequence[tuple[Card, Step]],
+        moves: Sequence[tuple[Card, Play]],
         hand: Hand,
         other: Hand,
         counts: tuple[int, int],
@@ -82,8 +85,8 @@ class RoundSearch:
         negamax, round_over, depth = self._negamax, self._round_over, self.depth
         theirs = mask_of(other)
 
-        def value(step: Step, rest: Hand) -> int:
-            after, gain, taken = step
+        def value(play: Play, rest: Hand) -> int:
+            after, gain, taken = play
             if not other and not rest:
                 # The round's last play: no search below it, but one node of work.
                 return gain - round_over(after, counts[1], counts[0] + taken, True)
@@ -149,7 +152,7 @@ def _round_search(
             # One card left: no choice of card, no transpositions worth a table entry.
             card = mover.bit_length() - 1
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
             if not other:
                 # The round's last play: each step ends the round.
                 for moved, gain, taken in zip(items, items, items, strict=True):
@@ -215,7 +218,7 @@ def _round_search(
             tried |= kind
             rest = mover ^ bit
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
             for moved, gain, taken in zip(items, items, items, strict=True):
                 children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
         children.sort(reverse=True)
@@ -270,7 +273,7 @@ class EndgameSolver:
 
     def values(
         self,
-        moves: Sequence[tuple[Card, Step]],
+        moves: Sequence[tuple[Card, Play]],
         hand: Hand,
         other: Hand,
         counts: tuple[int, int],
@@ -285,8 +288,8 @@ class EndgameSolver:
         """
         solve = self._solve
 
-        def value(step: Step, rest: Hand) -> int:
-            after, gain, taken = step
+        def value(play: Play, rest: Hand) -> int:
+            after, gain, taken = play
             if taken:
                 return -solve(
                     other, rest, after, counts[1], counts[0] + taken, points[1],
@@ -352,7 +355,7 @@ def _endgame(
             # The hand's last play: each step ends the hand.
             card = mover[0]
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
             for moved, gain, taken in zip(items, items, items, strict=True):
                 if nodes >= node_limit:
                     raise OutOfNodes
@@ -372,7 +375,7 @@ def _endgame(
             tried |= kind
             rest = mover[:i] + mover[i + 1 :]
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
             for moved, gain, taken in zip(items, items, items, strict=True):
                 after = floor ^ moved
                 if taken:
