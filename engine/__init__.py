@@ -17,13 +17,14 @@ from engine.events import (
     Swept,
     Trailed,
 )
+from engine.infoset import InformationSet
 from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
 from engine.plans import DEFAULT_WORK_LIMIT, MAX_PLANS, Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status
 from engine.validate import check_state
-from engine.view import HiddenDeal, SeatView, seat_events, seat_view
+from engine.view import HiddenDeal, SeatView, information_set, seat_events, seat_view
 
 __all__ = [
     "DEFAULT_WORK_LIMIT",
@@ -39,6 +40,7 @@ __all__ = [
     "HandScored",
     "HandStarted",
     "HiddenDeal",
+    "InformationSet",
     "LeftoversAwarded",
     "MatchOver",
     "Move",
@@ -56,6 +58,7 @@ __all__ = [
     "check_state",
     "code",
     "codes",
+    "information_set",
     "legal_actions",
     "legal_moves",
     "match_winner",
