@@ -25,6 +25,10 @@ CLUMP = 3
 """Cards one capture takes on average, for the spread of the majority estimate."""
 EMPTY_FLOOR_PENALTY = 1500
 """Thousandths of a point lost by the seat that must trail on an empty floor."""
+FLOOR_CARD = 0
+"""Thousandths of a point per floor card for the seat that plays first in the next round."""
+FLOOR_POINTS = 0
+"""Thousandths of the floor's points for the seat that plays first in the next round."""
 
 
 def _share(mine: int, theirs: int) -> int:

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from engine.bot.evaluation import EMPTY_FLOOR_PENALTY, EXPOSURE, MAJORITY_SHARE
+from engine.bot.evaluation import (
+    EMPTY_FLOOR_PENALTY,
+    EXPOSURE,
+    FLOOR_CARD,
+    FLOOR_POINTS,
+    MAJORITY_SHARE,
+)
 from engine.bot.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
 from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, clearers, points_of, steps_on
 from engine.cards import Card, mask_of
@@ -130,7 +136,12 @@ def _round_search(
             nodes += 1
         value = majority * share[mine][theirs]
         if floor:
-            return value + exposure[(clearers(floor) & deck_mask).bit_count()]
+            return (
+                value
+                + exposure[(clearers(floor) & deck_mask).bit_count()]
+                + FLOOR_CARD * floor.bit_count()
+                + FLOOR_POINTS * points_of(floor) // MILLI
+            )
         return value - EMPTY_FLOOR_PENALTY
 
     def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
