@@ -8,9 +8,11 @@ count only what is still to be decided; points already in the piles are added by
   taken in clumps of CLUMP cards, each clump by either seat with even odds. This is the
   "weight on the card difference", made exact where it matters: a card is worth most when
   the piles are close and nothing once a seat has 27.
-- Basra exposure: when a round ends and new cards are dealt, the seat that plays first gets
-  a Basra when its new hand holds a card that clears the floor; the chance is counted from
-  how many of the cards still in the deck do. An empty floor forces that seat to trail.
+- The next round: when a round ends and new cards are dealt, the seat that plays first gets
+  a Basra when its new hand holds a card that clears the floor (the chance is counted from
+  how many of the cards still in the deck do), and the first chance at what lies on the
+  floor: 0.7 point per card and half its special points. These weights were fitted on the
+  round starts of the bot's own play (benchmarks/bot_round_ends.py, docs/bot.md).
 """
 
 from __future__ import annotations
@@ -23,11 +25,9 @@ from engine.cards import DECK_SIZE
 
 CLUMP = 3
 """Cards one capture takes on average, for the spread of the majority estimate."""
-EMPTY_FLOOR_PENALTY = 1500
-"""Thousandths of a point lost by the seat that must trail on an empty floor."""
-FLOOR_CARD = 0
+FLOOR_CARD = 700
 """Thousandths of a point per floor card for the seat that plays first in the next round."""
-FLOOR_POINTS = 0
+FLOOR_POINTS = 500
 """Thousandths of the floor's points for the seat that plays first in the next round."""
 
 

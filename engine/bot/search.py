@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from engine.bot.evaluation import (
-    EMPTY_FLOOR_PENALTY,
     EXPOSURE,
     FLOOR_CARD,
     FLOOR_POINTS,
@@ -135,14 +134,14 @@ def _round_search(
                 raise OutOfNodes
             nodes += 1
         value = majority * share[mine][theirs]
-        if floor:
-            return (
-                value
-                + exposure[(clearers(floor) & deck_mask).bit_count()]
-                + FLOOR_CARD * floor.bit_count()
-                + FLOOR_POINTS * points_of(floor) // MILLI
-            )
-        return value - EMPTY_FLOOR_PENALTY
+        if not floor:
+            return value
+        return (
+            value
+            + exposure[(clearers(floor) & deck_mask).bit_count()]
+            + FLOOR_CARD * floor.bit_count()
+            + FLOOR_POINTS * points_of(floor) // MILLI
+        )
 
     def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
         mover: int,
