@@ -74,7 +74,9 @@ def worker_main(
         server.SYNC_THREADS = sync_threads
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
-    observer = CallObserver(metrics.Metrics.create(None), logger)
+    tally = metrics.Tally(metrics.Metrics.create(None))
+    tally.flush_every(metrics.FLUSH_SECONDS)
+    observer = CallObserver(tally, logger)
     reply = b"\x01" * reply_bytes
     if config.io == "asyncio":
         asyncio.run(_serve_async(config, observer, port, reply, ready))

@@ -321,7 +321,7 @@ def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
         except DecodeError:
             request = Unreadable(request_type.DESCRIPTOR.name, len(body))
     try:
-        return respond(BY_METHOD[method], request).SerializeToString(), None
+        return respond(BY_METHOD[method], request), None
     except Refusal as refusal:
         return None, refusal
 
