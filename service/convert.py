@@ -152,7 +152,8 @@ _CARD_FIELDS: tuple[tuple[bytes, ...], ...] = tuple(wire.strings(n, CODES) for n
 
 def _cards(number: int, cards: Iterable[Card]) -> bytes:
     """A repeated string field of card codes."""
-    return b"".join(map(_CARD_FIELDS[number].__getitem__, cards))
+    fields = _CARD_FIELDS[number]
+    return b"".join([fields[c] for c in cards])
 
 
 def _card(number: int, card: Card) -> bytes:

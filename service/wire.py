@@ -32,6 +32,12 @@ def _encode_varint(value: int) -> bytes:
 
 
 _VARINTS: tuple[bytes, ...] = tuple(_encode_varint(n) for n in range(_SMALL))
+# Whole integer fields of the small values, per field number below 16 (one-byte keys); the
+# value 0 of a proto3 field is the empty encoding.
+_SMALL_FIELDS = 1 << 10
+_INTEGER_FIELDS: tuple[tuple[bytes, ...], ...] = tuple(
+    (b"", *(bytes([n << 3]) + _VARINTS[v] for v in range(1, _SMALL_FIELDS))) for n in range(16)
+)
 
 
 def varint(value: int) -> bytes:
@@ -48,6 +54,8 @@ def key(number: int, wire_type: int) -> bytes:
 
 def integer(number: int, value: int) -> bytes:
     """A proto3 integer field (uint32, int32, enum): left out when 0."""
+    if 0 <= value < _SMALL_FIELDS and number < 16:
+        return _INTEGER_FIELDS[number][value]
     if not value:
         return b""
     return key(number, VARINT) + varint(value)
@@ -57,6 +65,8 @@ def optional_int(number: int, value: int | None) -> bytes:
     """An `optional` integer field: written whenever set, 0 included."""
     if value is None:
         return b""
+    if 0 < value < _SMALL_FIELDS and number < 16:
+        return _INTEGER_FIELDS[number][value]
     return key(number, VARINT) + varint(value)
 
 
@@ -86,7 +96,13 @@ def text(number: int, value: str) -> bytes:
 
 def message(number: int, body: bytes) -> bytes:
     """A message field that is set (written even when its own fields are all default)."""
-    return key(number, LENGTH_DELIMITED) + varint(len(body)) + body
+    size = len(body)
+    if number < 16 and size < _SMALL:
+        return _MESSAGE_KEYS[number] + _VARINTS[size] + body
+    return key(number, LENGTH_DELIMITED) + varint(size) + body
+
+
+_MESSAGE_KEYS = tuple(bytes([n << 3 | LENGTH_DELIMITED]) for n in range(16))
 
 
 def packed(number: int, values: Iterable[int]) -> bytes:
