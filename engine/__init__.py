@@ -17,7 +17,7 @@ from engine.events import (
     Swept,
     Trailed,
 )
-from engine.match import Action, Move, apply, legal_moves, new_match
+from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
 from engine.plans import DEFAULT_WORK_LIMIT, MAX_PLANS, Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
@@ -56,6 +56,7 @@ __all__ = [
     "check_state",
     "code",
     "codes",
+    "legal_actions",
     "legal_moves",
     "match_winner",
     "new_match",

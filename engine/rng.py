@@ -9,13 +9,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 T = TypeVar("T")
 
 DOMAIN = b"basra-rules/v1"
 MIN_SEED_BYTES = 1
 MAX_SEED_BYTES = 64
+
+
+def is_seed(value: object) -> TypeGuard[bytes]:
+    """Whether `value` can seed a match: bytes, MIN_SEED_BYTES to MAX_SEED_BYTES long."""
+    return isinstance(value, bytes) and MIN_SEED_BYTES <= len(value) <= MAX_SEED_BYTES
 
 
 def _words(seed: bytes, label: str) -> Iterator[int]:
