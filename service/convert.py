@@ -10,6 +10,7 @@ tests; each parses the bytes its *_bytes counterpart writes, so there is one def
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import NoReturn
 
 from basra.v1 import rules_pb2 as pb
 
@@ -56,12 +57,9 @@ def _bad_state(problem: str, **details: str | int) -> RuleError:
     return RuleError(Reason.INVALID_STATE, f"The state is inconsistent: {problem}.", **details)
 
 
-def _zone(texts: Sequence[str], zone: str) -> tuple[Card, ...]:
-    """Parse the card codes of one zone of a received state, naming the zone on failure."""
-    try:
-        # A plain lookup: states carry 52 codes per call, and this is the hot path.
-        return tuple(map(_CARD_BY_CODE.__getitem__, texts))
-    except KeyError:
+def _refuse_bad_code(zones: Iterable[tuple[str, Sequence[str]]]) -> NoReturn:
+    """Refuse the first zone (in this order) that holds something other than a card code."""
+    for zone, texts in zones:
         for text_ in texts:
             try:
                 parse_card(text_)
@@ -69,7 +67,7 @@ def _zone(texts: Sequence[str], zone: str) -> tuple[Card, ...]:
                 shown = error.details.get("card", "")
                 problem = f"the {zone} holds '{shown}', which is not a card code"
                 raise _bad_state(problem, zone=zone) from None
-        raise  # unreachable: a code missing from the table is refused by parse_card
+    raise AssertionError("a code missing from the table is refused by parse_card")
 
 
 def state_from_proto(message_: pb.State) -> State:
@@ -81,6 +79,26 @@ def state_from_proto(message_: pb.State) -> State:
     if len(seats) != 2:
         raise _bad_state(f"it must hold exactly two seats, not {len(seats)}", field="seats")
     seat0, seat1 = seats
+    # A plain lookup per code: states carry 52 codes per call, and this is the hot path.
+    card = _CARD_BY_CODE.__getitem__
+    try:
+        deck = tuple(map(card, message_.deck))
+        hands = (tuple(map(card, seat0.hand)), tuple(map(card, seat1.hand)))
+        floor = tuple(map(card, message_.floor))
+        captured = (tuple(map(card, seat0.captured)), tuple(map(card, seat1.captured)))
+        unclaimed = tuple(map(card, message_.unclaimed))
+    except KeyError:
+        _refuse_bad_code(
+            (
+                ("deck", message_.deck),
+                ("hand of seat 0", seat0.hand),
+                ("hand of seat 1", seat1.hand),
+                ("floor", message_.floor),
+                ("pile of seat 0", seat0.captured),
+                ("pile of seat 1", seat1.captured),
+                ("unclaimed leftovers", message_.unclaimed),
+            )
+        )
     has = message_.HasField
     return State(
         seed=message_.seed,
@@ -88,16 +106,13 @@ def state_from_proto(message_: pb.State) -> State:
         hand_number=message_.hand_number,
         dealer=message_.dealer,
         to_move=message_.to_move if has("to_move") else None,
-        deck=_zone(message_.deck, "deck"),
-        hands=(_zone(seat0.hand, "hand of seat 0"), _zone(seat1.hand, "hand of seat 1")),
-        floor=_zone(message_.floor, "floor"),
-        captured=(
-            _zone(seat0.captured, "pile of seat 0"),
-            _zone(seat1.captured, "pile of seat 1"),
-        ),
+        deck=deck,
+        hands=hands,
+        floor=floor,
+        captured=captured,
         basras=(seat0.basras, seat1.basras),
         last_capturer=message_.last_capturer if has("last_capturer") else None,
-        unclaimed=_zone(message_.unclaimed, "unclaimed leftovers"),
+        unclaimed=unclaimed,
         totals=(seat0.total, seat1.total),
         carry=message_.carry,
         status=status,
@@ -161,34 +176,51 @@ def _card(number: int, card: Card) -> bytes:
     return _CARD_FIELDS[number][card]
 
 
-def _seat_state(state: State, seat: int) -> bytes:
-    return (
-        _cards(1, state.hands[seat])
-        + _cards(2, state.captured[seat])
-        + integer(3, state.basras[seat])
-        + integer(4, state.totals[seat])
-        + text(5, state.labels[seat])
+# The card fields of the zones of a State (field numbers of State and SeatState).
+_HAND, _PILE = _CARD_FIELDS[1], _CARD_FIELDS[2]
+_FLOOR, _DECK, _UNCLAIMED = _CARD_FIELDS[5], _CARD_FIELDS[6], _CARD_FIELDS[13]
+
+
+def _seat_state(
+    hand: tuple[Card, ...], pile: tuple[Card, ...], basras: int, total: int, label: str
+) -> bytes:
+    """The field of one SeatState of a State."""
+    body = (
+        b"".join([_HAND[c] for c in hand])
+        + b"".join([_PILE[c] for c in pile])
+        + integer(3, basras)
+        + integer(4, total)
+        + text(5, label)
     )
+    return message(10, body)
 
 
 def state_bytes(state: State) -> bytes:
     """The encoded basra.v1.State of an engine state."""
+    # Written inline, zone by zone: this runs on every answer that carries a state.
+    hands, piles, basras, totals, labels = (
+        state.hands,
+        state.captured,
+        state.basras,
+        state.totals,
+        state.labels,
+    )
     return b"".join(
         (
             integer(1, state.seq),
             optional_int(2, state.to_move),
             integer(3, state.dealer),
             integer(4, state.hand_number),
-            _cards(5, state.floor),
-            _cards(6, state.deck),
+            b"".join([_FLOOR[c] for c in state.floor]),
+            b"".join([_DECK[c] for c in state.deck]),
             integer(7, state.carry),
             integer(8, _STATUS_TO_PROTO[state.status]),
             optional_int(9, state.winner),
-            message(10, _seat_state(state, 0)),
-            message(10, _seat_state(state, 1)),
+            _seat_state(hands[0], piles[0], basras[0], totals[0], labels[0]),
+            _seat_state(hands[1], piles[1], basras[1], totals[1], labels[1]),
             wire.data(11, state.seed),
             optional_int(12, state.last_capturer),
-            _cards(13, state.unclaimed),
+            b"".join([_UNCLAIMED[c] for c in state.unclaimed]),
         )
     )
 
@@ -214,9 +246,18 @@ def _move(move: Move) -> bytes:
     return _card(1, move.card) + plans + boolean(3, move.trails)
 
 
+# The move field of a card that can only trail (most cards of most hands): card, trails.
+_TRAILING_MOVES = tuple(message(2, _card(1, c) + boolean(3, True)) for c in range(DECK_SIZE))
+
+
 def moves_bytes(seat: int | None, moves: Sequence[Move]) -> bytes:
     """The encoded basra.v1.LegalMoves of the seat to move (None once the match is over)."""
-    return optional_int(1, seat) + b"".join(message(2, _move(m)) for m in moves)
+    return optional_int(1, seat) + b"".join(
+        [
+            _TRAILING_MOVES[m.card] if m.trails and not m.plans else message(2, _move(m))
+            for m in moves
+        ]
+    )
 
 
 def _seat_score(score: SeatScore) -> bytes:
@@ -323,13 +364,16 @@ def event_bytes(event: Event | HiddenDeal) -> bytes:
     return writer(event)
 
 
-def _seat_events(events: tuple[Event, ...], encoded: Sequence[bytes], seat: int) -> bytes:
-    """One seat's basra.v1.SeatEvents, reusing `encoded` (of `events`) for what it may see."""
+def _seat_events(events: tuple[Event, ...], fields: Sequence[bytes], seat: int) -> bytes:
+    """One seat's basra.v1.SeatEvents; `fields` are the events' fields (number 2) as encoded."""
     # engine.seat_events passes visible events through as the same objects, so their bytes
     # are reused; anything else (hidden deals) is encoded.
-    by_identity = {id(e): b for e, b in zip(events, encoded, strict=True)}
+    seen = seat_events(events, seat)
     body = b"".join(
-        message(2, by_identity.get(id(e)) or event_bytes(e)) for e in seat_events(events, seat)
+        [
+            field if shown is event else message(2, event_bytes(shown))
+            for shown, event, field in zip(seen, events, fields, strict=True)
+        ]
     )
     return integer(1, seat) + body
 
@@ -346,14 +390,15 @@ def match_response_bytes(
     `state`, `moves` and `signed_state` are the encodings of a State, a LegalMoves and a
     SignedState (None: no signed state).
     """
-    encoded = [event_bytes(e) for e in events]
+    # Each event is field 2 both of the response and of SeatEvents: encoded once, used thrice.
+    fields = [message(2, event_bytes(e)) for e in events]
     return b"".join(
         (
             message(1, state),
-            b"".join(message(2, e) for e in encoded),
+            *fields,
             message(3, moves),
-            message(4, _seat_events(events, encoded, 0)),
-            message(4, _seat_events(events, encoded, 1)),
+            message(4, _seat_events(events, fields, 0)),
+            message(4, _seat_events(events, fields, 1)),
             wire.data(5, seed_commitment),
             b"" if signed_state is None else message(14, signed_state),
         )

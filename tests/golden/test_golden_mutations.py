@@ -43,8 +43,8 @@ MUTATIONS = (
     ),
     Mutation(
         "hand and captured swapped in a state's seat",
-        "        _cards(1, state.hands[seat])\n        + _cards(2, state.captured[seat])",
-        "        _cards(1, state.captured[seat])\n        + _cards(2, state.hands[seat])",
+        'b"".join([_HAND[c] for c in hand])\n        + b"".join([_PILE[c] for c in pile])',
+        'b"".join([_HAND[c] for c in pile])\n        + b"".join([_PILE[c] for c in hand])',
     ),
     Mutation(
         "cards and same_rank swapped in the Captured event",
@@ -53,8 +53,8 @@ MUTATIONS = (
     ),
     Mutation(
         "basras and total swapped in a state's seat",
-        "        + integer(3, state.basras[seat])\n        + integer(4, state.totals[seat])",
-        "        + integer(3, state.totals[seat])\n        + integer(4, state.basras[seat])",
+        "        + integer(3, basras)\n        + integer(4, total)",
+        "        + integer(3, total)\n        + integer(4, basras)",
     ),
     Mutation(
         "replacements and returned swapped in FloorFixed",
@@ -63,13 +63,13 @@ MUTATIONS = (
     ),
     Mutation(
         "the last card of the deck dropped",
-        "            _cards(6, state.deck),",
-        "            _cards(6, state.deck[:-1]),",
+        'b"".join([_DECK[c] for c in state.deck]),',
+        'b"".join([_DECK[c] for c in state.deck[:-1]]),',
     ),
     Mutation(
         "the last legal move dropped",
-        "message(2, _move(m)) for m in moves)",
-        "message(2, _move(m)) for m in moves[:-1])",
+        "            for m in moves\n",
+        "            for m in moves[:-1]\n",
     ),
     Mutation(
         "carry before and after swapped in HandScored",
