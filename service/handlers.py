@@ -139,12 +139,8 @@ class Handlers:
             raise errors.refusal(
                 engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
             )
-        seat = request.seat
-        if seat == state.to_move:
-            # Generates (and times) the plans that seat_view then finds in the engine's cache.
-            self._moves(state)
         limit = self.limits.plan_work_limit
-        view = engine.seat_view(state, seat, limit)
+        view = engine.seat_view(state, request.seat, limit, self._timed_plans)
         return wire.message(1, convert.view_bytes(view))
 
     @_refusing
@@ -256,15 +252,14 @@ class Handlers:
 
     def _moves(self, state: State) -> tuple[Move, ...]:
         """Legal moves of the seat to move, timing the plan generation of each card."""
-        observe = self.observe_plan_seconds
+        return engine.legal_moves(state, self.limits.plan_work_limit, self._timed_plans)
 
-        def timed(card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
-            started = perf_counter()
-            plans = engine.plans_for(card, floor, limit)
-            observe(perf_counter() - started)
-            return plans
-
-        return engine.legal_moves(state, self.limits.plan_work_limit, timed)
+    def _timed_plans(self, card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
+        """engine.plans_for, observed: one plan-timing observation per card."""
+        started = perf_counter()
+        plans = engine.plans_for(card, floor, limit)
+        self.observe_plan_seconds(perf_counter() - started)
+        return plans
 
     def _result(self, state: State, events: tuple[engine.Event, ...]) -> bytes:
         """The response of NewMatch or Apply: state, events as everyone and each seat sees them."""

@@ -30,7 +30,7 @@ from typing import Any
 
 from prometheus_client import multiprocess
 
-from service import metrics
+from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
 
@@ -78,6 +78,8 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     """Run one worker: serve on the shared port until SIGTERM or until the parent is gone."""
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     from service.interceptors import CallObserver  # grpc is imported by workers only
+
+    plan_table.install()  # before serving: no reachable floor is searched in a call
 
     tally = metrics.Tally(metrics.Metrics.create(None))
     observer = CallObserver(tally, logger)
