@@ -72,10 +72,13 @@ _ANSWER_TYPES: dict[str, type[pb.NewMatchResponse] | type[pb.ReplayResponse]] = 
 }
 
 
+_STATE_REQUESTS = (pb.ApplyRequest, pb.LegalMovesRequest, pb.PlayerViewRequest)
+
+
 def _facts(method: str, request: object, response: object) -> dict[str, int]:
     """The seq and seat a call of a RulesService `method` was about; never cards or the seed."""
     facts: dict[str, int] = {}
-    if isinstance(request, pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest):
+    if isinstance(request, _STATE_REQUESTS):
         if request.HasField("state"):
             facts["seq"] = request.state.seq
         if isinstance(request, pb.ApplyRequest) and request.action.HasField("seat"):
