@@ -437,3 +437,20 @@ def log_line(logger: Any, duration: float, seq: int, seat: int) -> None:
         seq=seq,
         seat=seat,
     )
+
+
+def rebuild(handler: Any, method: str) -> Any:
+    """What the interceptor did on every call: look the method up and wrap its behaviour anew."""
+    import grpc
+
+    from service.interceptors import call_kind
+
+    kind = call_kind(method, handler)
+    inner = handler.unary_unary
+
+    def single(request: Any, context: Any) -> Any:
+        return kind and inner(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        single, handler.request_deserializer, handler.response_serializer
+    )

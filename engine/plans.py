@@ -185,13 +185,13 @@ def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken,
     if abstract.work > limit:
         return None, abstract.work
     smaller = cards_of(smaller_mask)
+    bits = [1 << c for c in smaller]
     out: list[_Taken] = []
     for taken, groups in abstract.plans:
-        cards = tuple(smaller[p] for p in taken)
-        mask = 0
-        for c in cards:
-            mask |= 1 << c
-        out.append((cards, mask, tuple(tuple(smaller[p] for p in g) for g in groups)))
+        # List comprehensions rather than generators: a cold miss runs this per plan.
+        cards = tuple([smaller[p] for p in taken])
+        mask = sum([bits[p] for p in taken])
+        out.append((cards, mask, tuple([tuple([smaller[p] for p in g]) for g in groups])))
     return tuple(out), abstract.work
 
 
