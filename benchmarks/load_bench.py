@@ -371,7 +371,8 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
     rates: dict[str, list[float]] = {name: [] for name in calls}
     bare_rates: list[float] = []
     errors = 0
-    with bare_server() as bare, served("sync", 1, "info", metrics=True) as ours:
+    io = args.io[0]  # the default, sync, unless --io asyncio is given first
+    with bare_server() as bare, served(io, 1, "info", metrics=True) as ours:
 
         def bare_check() -> float:
             run = measure(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
@@ -442,7 +443,8 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         f"load_bench --defaults {started:%Y-%m-%d %H:%M} UTC; command: "
         f"{' '.join(['benchmarks/load_bench.py', *(argv or sys.argv[1:])])}\n"
         f"machine: {json.dumps(machine())}\n"
-        f"server: basra-rules serve at its defaults (1 worker, sync, info logs, metrics on); "
+        f"server: basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, "
+        f"metrics on); "
         f"bare: grpcio, 8 threads, the standard health servicer; {args.rounds} rounds of "
         f"{args.calls} calls per run, concurrency {args.concurrency}, "
         f"connections {args.connections}"
