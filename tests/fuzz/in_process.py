@@ -65,12 +65,13 @@ def _pool(matches: int) -> list[bytes]:
     return [convert.state_bytes(s) for s in states]
 
 
-def _zone(message: pb.State, zone: str) -> Any:
-    if zone.startswith("hand"):
-        return message.seats[int(zone[-1])].hand
-    if zone.startswith("captured"):
-        return message.seats[int(zone[-1])].captured
-    return getattr(message, zone)
+def zone(message: pb.State, name: str) -> Any:
+    """One card zone of a State message, by its name in ZONES."""
+    if name.startswith("hand"):
+        return message.seats[int(name[-1])].hand
+    if name.startswith("captured"):
+        return message.seats[int(name[-1])].captured
+    return getattr(message, name)
 
 
 def _number(rnd: random.Random, signed: bool) -> int:
@@ -115,11 +116,19 @@ def mutate(message: pb.State, rnd: random.Random) -> None:
         _mutate_zone(message, rnd)
 
 
+ZONE_OPS = ("duplicate", "drop", "move", "insert", "replace", "shuffle")
+
+
 def _mutate_zone(message: pb.State, rnd: random.Random) -> None:
-    cards, source = _zone(message, rnd.choice(ZONES)), _zone(message, rnd.choice(ZONES))
-    op = rnd.choice(("duplicate", "drop", "move", "insert", "replace", "shuffle"))
-    index = rnd.randint(0, 60)
+    cards, source = zone(message, rnd.choice(ZONES)), zone(message, rnd.choice(ZONES))
     text = rnd.choice(CODES) if rnd.random() < 0.6 else _text(rnd)
+    zone_op(cards, source, rnd.choice(ZONE_OPS), rnd.randint(0, 60), text=text, order=rnd)
+
+
+def zone_op(
+    cards: Any, source: Any, op: str, index: int, *, text: str, order: random.Random
+) -> None:
+    """Change the card zone `cards` (of a State message) by `op`, taking from `source`."""
     if op == "duplicate" and source:
         cards.append(source[index % len(source)])
     elif op == "drop" and cards:
@@ -133,7 +142,7 @@ def _mutate_zone(message: pb.State, rnd: random.Random) -> None:
         cards[index % len(cards)] = text
     elif op == "shuffle":
         shuffled = list(cards)
-        rnd.shuffle(shuffled)
+        order.shuffle(shuffled)
         del cards[:]
         cards.extend(shuffled)
 
