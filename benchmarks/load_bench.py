@@ -24,8 +24,11 @@ pool of 8 and the standard health servicer, nothing else) answering health Check
 this machine in the same run, 16 calls in flight. Each run starts both servers afresh and, in
 each of its rounds, measures Apply, LegalMoves, PlayerView and the service's own health Check,
 each between two runs of the bare server's Check; a figure is the call's rate per server
-CPU-second over the mean rate of the bare Checks around it. It prints each run's medians and
-the median over the runs; --profile also records the worker under Apply load with py-spy.
+CPU-second over the mean rate of the bare Checks around it. A second bare server's Check is
+measured the same way in the same rotation ("Control"): on an idle machine it would be 1,
+and how far it is not shows what the method itself does on this one. It prints each run's
+medians and the median over the runs; --profile also records the worker under Apply load
+with py-spy.
 
     .venv/bin/python benchmarks/load_bench.py --defaults --runs 3
 """
@@ -363,16 +366,25 @@ def requests_at_defaults() -> dict[str, tuple[str, list[bytes]]]:
     }
 
 
+# A second bare server measured exactly like the service: how far from 1 the method itself is.
+CONTROL = "Control"
+
+
 def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run at the defaults: fresh servers, `args.rounds` rounds; per call, the medians."""
-    calls = requests_at_defaults()
+    calls = {**requests_at_defaults(), CONTROL: (HEALTH_PATH, [b""])}
     options = {"concurrency": args.concurrency, "connections": args.connections}
     ratios: dict[str, list[float]] = {name: [] for name in calls}
     rates: dict[str, list[float]] = {name: [] for name in calls}
     bare_rates: list[float] = []
     errors = 0
     io = args.io[0]  # the default, sync, unless --io asyncio is given first
-    with bare_server() as bare, served(io, 1, "info", metrics=True) as ours:
+    with (
+        bare_server() as bare,
+        bare_server() as control,
+        served(io, 1, "info", metrics=True) as ours,
+    ):
+        target = {name: ours for name in calls} | {CONTROL: control}
 
         def bare_check() -> float:
             run = measure(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
@@ -380,7 +392,7 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
             return run.per_cpu_second
 
         for name, (path, requests) in calls.items():  # warm-up: caches, connections
-            measure(ours, name, requests, calls=args.calls // 4, path=path, **options)
+            measure(target[name], name, requests, calls=args.calls // 4, path=path, **options)
         measure(bare, "Check", [b""], calls=args.calls // 4, path=HEALTH_PATH, **options)
         names = list(calls)
         for round_number in range(args.rounds):
@@ -388,7 +400,7 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
             before = bare_check()
             for name in names[shift:] + names[:shift]:
                 path, requests = calls[name]
-                run = measure(ours, name, requests, calls=args.calls, path=path, **options)
+                run = measure(target[name], name, requests, calls=args.calls, path=path, **options)
                 errors += run.errors
                 after = bare_check()
                 rates[name].append(run.per_cpu_second)
@@ -449,7 +461,7 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         f"{args.calls} calls per run, concurrency {args.concurrency}, "
         f"connections {args.connections}"
     )
-    names = list(requests_at_defaults())
+    names = [*requests_at_defaults(), CONTROL]
     print(f"{'run':>4} " + " ".join(f"{n + ' / bare':>18}" for n in names) + "  bare Check/cpu-s")
     runs = []
     for number in range(args.runs):
