@@ -39,6 +39,11 @@ RPCS: tuple[tuple[str, str, type[Any], int], ...] = (
 )
 
 
+def _path(rpc: str) -> str:
+    """The method path of a RulesService RPC ("" for the no-op: load_bench's own)."""
+    return "" if rpc == "Noop" else f"/basra.v1.RulesService/{rpc}"
+
+
 def requests(name: str, kind: type[Any]) -> list[bytes]:
     """The encoded requests of one data file."""
     items = json.loads((DATA / name).read_text(encoding="utf-8"))
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_server(args.io, args.workers, reply_bytes, "warning") as server:
         for rpc, body in bodies.items():  # warm-up: imports, memos, connections
             measure(server, rpc, body, calls=counts[rpc] // 5, concurrency=4,
-                    connections=args.connections)  # fmt: skip
+                    connections=args.connections, path=_path(rpc))  # fmt: skip
         for _ in range(args.rounds):
             row = {}
             for rpc, body in bodies.items():
@@ -77,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                     calls=counts[rpc],
                     concurrency=args.concurrency,
                     connections=max(args.connections, args.workers),
+                    path=_path(rpc),
                 )
                 assert got.errors == 0, f"{rpc}: {got.errors} calls failed"
                 row[rpc] = {

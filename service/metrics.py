@@ -1,17 +1,28 @@
-"""Prometheus metrics: plan-generation timing, standard gRPC server series, refusals by reason.
+"""Prometheus metrics: plan-generation timing, standard gRPC server series, refusals by reason,
+the bot's time and work per suggestion.
 
 With several workers, prometheus-client runs in multiprocess mode: PROMETHEUS_MULTIPROC_DIR is
 set before any worker starts, each worker writes its values to files there, and the parent
 serves /metrics by aggregating them with MultiProcessCollector.
+
+In that mode every update of a value takes a lock and writes a memory-mapped file, several
+microseconds each, and a call makes several (one per card for the plan timing). So calls
+update a Tally instead: plain counts added up under one lock, which a worker writes to the
+families every FLUSH_SECONDS and once more when it stops. The totals in /metrics are exact;
+they only trail the calls by up to FLUSH_SECONDS.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.bot import Suggestion
@@ -57,11 +68,14 @@ HANDLING_BUCKETS = (
     10.0,
 )
 _CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+# How often a worker writes its tallied counts to the metric families.
+FLUSH_SECONDS = 1.0
 # One STRONG suggestion takes milliseconds; RANDOM and GREEDY take microseconds.
 SUGGEST_BUCKETS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0)
 # Work per suggestion: deals sampled (at most a few dozen) and search nodes (thousands).
 DEALS_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 NODES_BUCKETS = (0, 10, 100, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000)
+_SUGGEST_FAMILIES = (SUGGEST_BUCKETS, DEALS_BUCKETS, NODES_BUCKETS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +150,142 @@ class Metrics:
             ),
         )
 
+
+class MethodTally:
+    """The counts of one RPC method since the last flush, and its metric children."""
+
+    __slots__ = ("buckets", "handled", "labels", "seconds", "started")
+
+    def __init__(self, labels: tuple[str, str, str]) -> None:
+        self.labels = labels
+        self.started = 0
+        self.handled: dict[str, int] = {}
+        self.buckets = [0] * (len(HANDLING_BUCKETS) + 1)  # the last one is +Inf
+        self.seconds = 0.0
+
+
+class Tally:
+    """The per-call metric updates of one process, added up and written to `metrics` by flush.
+
+    Every method is safe to call from any thread. Counting costs a lock and a few additions;
+    flush writes the counts gathered since the previous flush to the metric families.
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._methods: dict[tuple[str, str, str], MethodTally] = {}
+        self._refusals: dict[tuple[str, str], int] = {}
+        self._plan_buckets = [0] * (len(PLAN_BUCKETS) + 1)
+        self._plan_seconds = 0.0
+        # Per level: for the seconds, the deals and the nodes, bucket counts and a sum.
+        self._suggestions: dict[str, list[tuple[list[int], float]]] = {}
+        self._flush_lock = threading.Lock()
+
+    def method(self, grpc_type: str, grpc_service: str, grpc_method: str) -> MethodTally:
+        """The tally of one method (the same object for the same labels)."""
+        labels = (grpc_type, grpc_service, grpc_method)
+        with self._lock:
+            return self._methods.setdefault(labels, MethodTally(labels))
+
+    def started(self, method: MethodTally) -> None:
+        """Count a call as started."""
+        with self._lock:
+            method.started += 1
+
+    def finished(self, method: MethodTally, code: str, seconds: float, reason: str | None) -> None:
+        """Count a finished call with its status code, duration and refusal reason (if any)."""
+        index = bisect_left(HANDLING_BUCKETS, seconds)
+        with self._lock:
+            method.handled[code] = method.handled.get(code, 0) + 1
+            method.buckets[index] += 1
+            method.seconds += seconds
+            if reason is not None:
+                key = (method.labels[2], reason)
+                self._refusals[key] = self._refusals.get(key, 0) + 1
+
+    def observe_plan(self, seconds: float) -> None:
+        """Count one plan generation that took `seconds`."""
+        index = bisect_left(PLAN_BUCKETS, seconds)
+        with self._lock:
+            self._plan_buckets[index] += 1
+            self._plan_seconds += seconds
+
     def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
-        """Record one suggestion: its time and its work, by level."""
-        level = suggestion.level.value
-        self.suggest_seconds.labels(level).observe(seconds)
-        self.suggest_deals.labels(level).observe(suggestion.deals)
-        self.suggest_nodes.labels(level).observe(suggestion.nodes)
+        """Count one suggestion: its time and its work (deals, nodes), by level."""
+        values = (seconds, suggestion.deals, suggestion.nodes)
+        with self._lock:
+            tallies = self._suggestions.setdefault(
+                suggestion.level.value,
+                [([0] * (len(bounds) + 1), 0.0) for bounds in _SUGGEST_FAMILIES],
+            )
+            for which, (bounds, value) in enumerate(zip(_SUGGEST_FAMILIES, values, strict=True)):
+                buckets, total = tallies[which]
+                buckets[bisect_left(bounds, value)] += 1
+                tallies[which] = (buckets, total + value)
+
+    def flush(self) -> None:
+        """Write the counts gathered since the last flush to the metric families."""
+        with self._flush_lock:  # two flushes at once would still add up, but in any order
+            with self._lock:
+                methods = [
+                    (m.labels, m.started, m.handled, m.buckets, m.seconds)
+                    for m in self._methods.values()
+                ]
+                for m in self._methods.values():
+                    m.started, m.handled, m.seconds = 0, {}, 0.0
+                    m.buckets = [0] * len(m.buckets)
+                refusals, self._refusals = self._refusals, {}
+                plans = (self._plan_buckets, self._plan_seconds)
+                self._plan_buckets = [0] * len(self._plan_buckets)
+                self._plan_seconds = 0.0
+                suggestions, self._suggestions = self._suggestions, {}
+            family = self.metrics
+            for labels, started, handled, buckets, seconds in methods:
+                if started:
+                    family.started.labels(*labels).inc(started)
+                for code, count in handled.items():
+                    family.handled.labels(*labels, code).inc(count)
+                if any(buckets):
+                    _add_to_histogram(family.handling_seconds.labels(*labels), buckets, seconds)
+            for (method, reason), count in refusals.items():
+                family.refusals.labels(method, reason).inc(count)
+            if any(plans[0]):
+                _add_to_histogram(family.plan_seconds, *plans)
+            for level, tallies in suggestions.items():
+                histograms = (family.suggest_seconds, family.suggest_deals, family.suggest_nodes)
+                for histogram, (buckets, total) in zip(histograms, tallies, strict=True):
+                    _add_to_histogram(histogram.labels(level), buckets, total)
+
+    def flush_every(self, seconds: float) -> Callable[[], None]:
+        """Flush on a daemon thread every `seconds`; return a function that stops it and
+        flushes one last time."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(seconds):
+                self.flush()
+
+        thread = threading.Thread(target=run, name="metrics-flush", daemon=True)
+        thread.start()
+
+        def stop_and_flush() -> None:
+            stop.set()
+            thread.join()
+            self.flush()
+
+        return stop_and_flush
+
+
+def _add_to_histogram(histogram: MetricWrapperBase, buckets: list[int], seconds: float) -> None:
+    """Add bucket counts and a sum to a histogram, as that many observe() calls would."""
+    # prometheus-client has no public call for this; its Histogram keeps one value per bucket
+    # (not cumulative, +Inf last) and one for the sum, which is what observe() increments.
+    values = histogram._buckets  # type: ignore[attr-defined]
+    for index, count in enumerate(buckets):
+        if count:
+            values[index].inc(count)
+    histogram._sum.inc(seconds)  # type: ignore[attr-defined]
 
 
 def multiprocess_registry(directory: str) -> CollectorRegistry:

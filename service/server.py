@@ -19,7 +19,7 @@ from engine.bot import Budget, Level
 from service.config import Config
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
-from service.metrics import Metrics
+from service.metrics import Tally
 from service.servicer import SERVICE_NAME, AsyncRulesServicer, RulesServicer, add_to_server
 from service.signing import load_keys
 from service.tls import server_credentials, tls_files
@@ -69,7 +69,7 @@ def receive_limit(config: Config) -> int:
     return 2 * config.max_message_bytes + RECEIVE_HEADROOM_BYTES
 
 
-def make_handlers(config: Config, metrics: Metrics | None) -> Handlers:
+def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
     limits = Limits(
         config.plan_work_limit,
@@ -83,7 +83,7 @@ def make_handlers(config: Config, metrics: Metrics | None) -> Handlers:
         return Handlers(limits, keyring=keyring)
     return Handlers(
         limits,
-        observe_plan_seconds=metrics.plan_seconds.observe,
+        observe_plan_seconds=metrics.observe_plan,
         observe_suggestion=metrics.observe_suggestion,
         keyring=keyring,
     )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from conftest import MakeCaller
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from service_support import Caller, find_state, finished_match, has_multi_plan_card, proto
@@ -22,6 +22,8 @@ from service.handlers import Handlers
 from testkit.actions import play_match
 from testkit.hidden import redistribute_hidden
 
+# A caller for a given configuration (the `call_with` fixture of conftest.py).
+MakeCaller = Callable[[Config], Caller]
 LEVELS = {
     pb.BOT_LEVEL_RANDOM: Level.RANDOM,
     pb.BOT_LEVEL_GREEDY: Level.GREEDY,
@@ -191,6 +193,6 @@ def test_redealt_unseen_cards_give_byte_identical_responses(
         request = pb.SuggestMoveRequest(
             state=proto(s), seat=seat, level=level, bot_seed=bot_seed, budget=budget
         )
-        return handlers.suggest_move(request).SerializeToString()
+        return handlers.suggest_move(request)
 
     assert asked(other) == asked(state)

@@ -94,7 +94,7 @@ def test_every_worker_answers_redealt_unseen_cards_with_the_same_bytes(
             for level in LEVELS:
                 here = handlers.suggest_move(
                     pb.SuggestMoveRequest.FromString(_request(state, level, b"live"))
-                ).SerializeToString()
+                )
                 answers = {
                     caller(_request(variant, level, b"live"))
                     for variant in variants
