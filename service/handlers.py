@@ -35,9 +35,9 @@ H = TypeVar("H", bound=_Limited)
 
 DRAWN_SEED_BYTES = 32
 DEFAULT_MAX_REPLAY_ACTIONS = 10_000
-# The most work one SuggestMove may ask for by default: four times the engine's default
-# deals and eight times its nodes (docs/bot.md, "Budget").
-DEFAULT_BOT_MAX_BUDGET = bot.Budget(4 * bot.DEFAULT_BUDGET.deals, 8 * bot.DEFAULT_BUDGET.nodes)
+# The most work one SuggestMove may ask for by default: about four times the default deals
+# and nine times its nodes, some 100 ms of CPU at worst (docs/bot.md, "The budget").
+DEFAULT_BOT_MAX_BUDGET = bot.Budget(deals=64, nodes=20_000)
 
 
 def _refusing(

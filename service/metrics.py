@@ -74,7 +74,7 @@ FLUSH_SECONDS = 1.0
 SUGGEST_BUCKETS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0)
 # Work per suggestion: deals sampled (at most a few dozen) and search nodes (thousands).
 DEALS_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
-NODES_BUCKETS = (0, 10, 100, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000)
+NODES_BUCKETS = (0, 10, 100, 500, 1000, 2200, 5000, 10_000, 20_000, 100_000)
 _SUGGEST_FAMILIES = (SUGGEST_BUCKETS, DEALS_BUCKETS, NODES_BUCKETS)
 
 

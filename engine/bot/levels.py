@@ -60,7 +60,7 @@ class Budget:
     nodes: int
 
 
-DEFAULT_BUDGET = Budget(deals=16, nodes=2500)
+DEFAULT_BUDGET = Budget(deals=16, nodes=2200)
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,8 +417,10 @@ def _survivors(
     return kept
 
 
-MAX_DEPTH = 8
-"""Plies searched at most: a round's eight plays, so every deal is searched to its end."""
+MAX_DEPTH = 7
+"""Plies searched at most. A round has eight plays; at its first, the last one (the
+dealer's last card) is left to the evaluation: that frees nodes for more deals, which
+measured better at the same budget (docs/bot.md, "The budget")."""
 MIN_DEPTH = 2
 """The shallowest search tried when a deal does not fit in the node budget."""
 PRUNE_AFTER = 4

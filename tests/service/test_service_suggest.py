@@ -82,7 +82,9 @@ def test_a_budget_and_a_bot_seed_are_used(call: Caller) -> None:
     # A field left 0 takes the default: deals from the request, nodes by default.
     half = _answer(call, _request(state, budget=pb.BotWork(deals=3), bot_seed=b"x"))
     assert half.work.deals <= 3
-    expected = suggest(information_set(state, seat), Level.STRONG, b"x", Budget(3, 2500))
+    expected = suggest(
+        information_set(state, seat), Level.STRONG, b"x", Budget(3, DEFAULT_BUDGET.nodes)
+    )
     assert half == convert.suggestion_to_proto(expected)
 
 
