@@ -71,7 +71,10 @@ class NotRun:
 SHORT_LOAD = ("-n", "300")
 SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
 GHZ = NotRun("ghz is not installed here (no Go toolchain); `basra-rules load` reads its configs")
-DOCKER = NotRun("no Docker engine here; tests/deploy/ parses the Dockerfile instead")
+DOCKER = NotRun(
+    "needs a Docker engine, which the test command does not provide; tests/deploy/ parses the "
+    "Dockerfile instead"
+)
 FUZZ = NotRun(
     "tests/fuzz at thousands of examples per property takes many minutes; the test command "
     "runs the same tests at 60"
@@ -97,13 +100,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "grpcurl is not installed here; tests/load/ lists the services through reflection"
     ),
     ".venv/bin/basra-rules verify docs/example-record.json": Run(),
-    "mkdir -p client/cpp": NotRun("the first line of the protoc recipe below"),
+    "mkdir -p client/cpp": NotRun("the first line of the protoc recipe below, which writes it"),
     (
         "protoc -I proto --cpp_out=client/cpp --grpc_out=client/cpp "
         '--plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" basra/v1/rules.proto'
-    ): NotRun("protoc and grpc_cpp_plugin are not installed here"),
+    ): NotRun("needs Debian's protoc and grpc_cpp_plugin, which the test command does not install"),
     ".ci/tools/node_modules/.bin/buf generate": NotRun(
-        "needs the buf.gen.yaml the reader writes and language plugins not installed here"
+        "needs the buf.gen.yaml the reader writes and the protoc plugins of the recipe above"
     ),
     ".venv/bin/basra-rules serve --help": Run(),
     "ghz --config deploy/ghz/apply.json": GHZ,
@@ -168,7 +171,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 basra-rules:0.1.0 --workers 4 "
         "--log-format console"
     ): DOCKER,
-    "kubectl apply -k overlays/prod": NotRun("needs a cluster and the reader's own overlay"),
+    "kubectl apply -k overlays/prod": NotRun(
+        "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"
+    ),
     # docs/determinism.md
     ".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json": Run(
         server="--target"
@@ -185,7 +190,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "ghz --config deploy/ghz/apply.json my-host:50051": GHZ,
     "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": GHZ,
     "ghz --config deploy/ghz/legal_moves.json --rps 1000 -z 30s": GHZ,
-    "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster"),
+    "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster with the service"),
     ".venv/bin/basra-rules load deploy/ghz/apply.json -n 5000": Run(
         server="--host", extra=SHORT_LOAD
     ),
