@@ -116,16 +116,16 @@ def test_refusals_are_counted_by_reason(served: ServedProcess) -> None:
     assert _scrape(served).get(name, 0.0) == before + 1
 
 
+def _basra(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the `basra-rules` command from the repository root; its output as text."""
+    return subprocess.run(
+        [*command(), *args], capture_output=True, text=True, timeout=60, cwd=REPO, check=False
+    )
+
+
 def test_play_finishes_a_match_against_the_server(served: ServedProcess) -> None:
     """`basra-rules play` plays a whole match and prints it, ending with the winner."""
-    done = subprocess.run(
-        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    done = _basra("play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("Seed commitment ")
@@ -141,14 +141,7 @@ def test_play_reveals_the_seed_and_records_a_match_that_verify_accepts(
     committed to at the start, and `basra-rules verify FILE` finds the match honest."""
     record = tmp_path / "match.json"
     target = f"127.0.0.1:{served.port}"
-    played = subprocess.run(
-        [*command(), "play", "--target", target, "--seed", "5eed", "--record", str(record)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    played = _basra("play", "--target", target, "--seed", "5eed", "--record", str(record))
     assert played.returncode == 0, played.stderr
     lines = played.stdout.splitlines()
     commitment = lines[0].removeprefix("Seed commitment ")
@@ -159,14 +152,7 @@ def test_play_reveals_the_seed_and_records_a_match_that_verify_accepts(
     assert base64.b64decode(kept["seed"]) == bytes.fromhex("5eed")
     assert base64.b64decode(kept["seedCommitment"]).hex() == commitment
     assert sum(" plays " in line for line in lines) == len(kept["actions"])
-    checked = subprocess.run(
-        [*command(), "verify", str(record)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    checked = _basra("verify", str(record))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.startswith("honest: ")
     assert f"actions replayed: {len(kept['actions'])} (match over)" in checked.stdout
@@ -179,37 +165,14 @@ def test_the_shipped_example_record_is_what_play_records_for_its_seed(
     """docs/example-record.json is `play --seed 6578616d706c65 --record`, byte for byte."""
     record = tmp_path / "example-record.json"
     target = f"127.0.0.1:{served.port}"
-    played = subprocess.run(
-        [
-            *command(),
-            "play",
-            "--target",
-            target,
-            "--seed",
-            "6578616d706c65",
-            "--record",
-            str(record),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    played = _basra("play", "--target", target, "--seed", "6578616d706c65", "--record", str(record))
     assert played.returncode == 0, played.stderr
     assert record.read_text() == (REPO / "docs" / "example-record.json").read_text()
 
 
 def test_play_names_the_reason_of_a_refused_call(served: ServedProcess) -> None:
     """A seed the server refuses ends `play` with exit 1 and the refusal's code and reason."""
-    done = subprocess.run(
-        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    done = _basra("play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65)
     assert done.returncode == 1
     assert done.stderr.startswith("call failed: INVALID_ARGUMENT INVALID_SEED: ")
 
