@@ -240,6 +240,17 @@ TO_RUN = sorted(
 )
 
 
+def test_the_readme_opens_with_the_two_line_quick_start_that_ci_runs() -> None:
+    """Start the server; run the whole suite: the same test command as CI's entry point."""
+    readme = REPO / "README.md"
+    first = blocks(readme)[0]
+    text = readme.read_text(encoding="utf-8")
+    assert text.index("## Quick start") < text.index("```")
+    assert first.tag in SHELL_TAGS
+    assert first.body.splitlines() == ["bash .ci/serve", "bash .ci/test"]
+    assert (REPO / ".ci" / "run").read_text().splitlines()[-1] == "exec bash .ci/test"
+
+
 def test_every_fenced_block_says_what_it_holds() -> None:
     """A block without a known tag could hold commands that nobody reads out of it."""
     unknown = [
