@@ -8,8 +8,8 @@ from engine import rng
 from engine.cards import Card
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
-from engine.match import Move, legal_moves
-from engine.plans import DEFAULT_WORK_LIMIT
+from engine.match import Move, PlanGenerator, legal_moves
+from engine.plans import DEFAULT_WORK_LIMIT, plans_for
 from engine.state import State, Status
 
 
@@ -49,8 +49,13 @@ def _check_seat(seat: int) -> None:
         )
 
 
-def seat_view(state: State, seat: int, work_limit: int = DEFAULT_WORK_LIMIT) -> SeatView:
-    """Return what `seat` may see of `state`."""
+def seat_view(
+    state: State,
+    seat: int,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+    generate: PlanGenerator = plans_for,
+) -> SeatView:
+    """Return what `seat` may see of `state`; `generate` makes the plans as in legal_moves."""
     _check_seat(seat)
     over = state.status is Status.OVER
     return SeatView(
@@ -71,7 +76,7 @@ def seat_view(state: State, seat: int, work_limit: int = DEFAULT_WORK_LIMIT) -> 
         status=state.status,
         winner=state.winner,
         labels=state.labels,
-        legal_moves=legal_moves(state, work_limit) if state.to_move == seat else (),
+        legal_moves=legal_moves(state, work_limit, generate) if state.to_move == seat else (),
         seed_commitment=rng.commitment(state.seed),
         seed=state.seed if over else None,
     )

@@ -69,6 +69,7 @@ class NotRun:
 
 
 SHORT_LOAD = ("-n", "300")
+SHORT_DEFAULTS = ("--runs", "1", "--rounds", "1", "--calls", "200")
 SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
 GHZ = NotRun("ghz is not installed here (no Go toolchain); `basra-rules load` reads its configs")
 DOCKER = NotRun(
@@ -124,6 +125,19 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m testkit.soak --duration 120 --rate 100 --tables 4 --kill-every 6": Run(
         extra=("--duration", "3", "--kill-every", "1")
     ),
+    "taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --wide": Run(
+        extra=("--matches", "5", "--cases", "200")
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py": Run(extra=("--repeats", "1")),
+    ".venv/bin/python benchmarks/load_bench.py --defaults --runs 3": Run(extra=SHORT_DEFAULTS),
+    (
+        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report "
+        "/tmp/fuzz-in-process.json"
+    ): Run(extra=("--requests", "2000")),
+    (
+        ".venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics --rate 200 "
+        "--tables 8 --sample-every 300"
+    ): Run(extra=("--duration", "2", "--sample-every", "1")),
     # BENCHMARKS.md
     (
         "for i in 1 2 3; do .venv/bin/python benchmarks/load_bench.py --io sync asyncio "
@@ -141,6 +155,12 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         server="--host", extra=SHORT_LOAD
     ),
     ".venv/bin/basra-rules load deploy/ghz/new_match.json": Run(server="--host", extra=SHORT_LOAD),
+    ".venv/bin/python benchmarks/load_bench.py --defaults --runs 5 --rounds 4 --calls 4000": Run(
+        extra=SHORT_DEFAULTS
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --repeats 15": Run(
+        extra=("--repeats", "1")
+    ),
     ".venv/bin/python benchmarks/serve_configs.py --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
     ),
@@ -162,6 +182,18 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "-k new_match"
     ): FUZZ,
     ".venv/bin/python benchmarks/memo_memory.py --matches 8000": Run(extra=("--matches", "20")),
+    (
+        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
+        "/tmp/fuzz-in-process.json"
+    ): Run(extra=("--requests", "2000")),
+    (
+        "BASRA_FUZZ_EXAMPLES=7200 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
+        "-p no:cacheprovider tests/fuzz/test_fuzz_grpc.py"
+    ): FUZZ,
+    (
+        "nice -n 10 .venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics "
+        "--rate 200 --tables 8 --sample-every 300 --seed 8 --json /tmp/soak.json"
+    ): Run(extra=("--duration", "2", "--sample-every", "1")),
     # docs/deploy.md
     "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": DOCKER,
     (
@@ -222,6 +254,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         extra=SHORT_LOAD_BENCH
     ),
     # docs/service.md
+    ".venv/bin/python -m service.plan_table": NotRun(
+        "rewrites the shipped service/plan_table.bin.gz; tests/service/ checks it as --check does"
+    ),
     ".ci/tools/node_modules/.bin/buf lint": Run(),
     ".ci/tools/node_modules/.bin/buf format --diff --exit-code": Run(),
     ".ci/tools/node_modules/.bin/buf breaking --against proto/released.binpb": Run(),
