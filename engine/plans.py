@@ -17,25 +17,33 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import NamedTuple
 
-from engine.cards import (
-    FULL_MASK,
-    JACK_RANK,
-    RANK_MASKS,
-    SEVEN_OF_DIAMONDS,
-    Card,
-    cards_of,
-)
+from engine.cards import FULL_MASK, JACK_RANK, RANK_MASKS, RANK_OF, RANK_VALUES, Card, cards_of
 from engine.errors import Reason, RuleError
+from engine.facts import (
+    DECK_SIZE,
+    MAX_PLANS,
+    MIN_GROUP_CARDS,
+    RANKS,
+    SEVEN_D_BASRA_BLOCKERS,
+    SEVEN_D_BASRA_MAX_FLOOR,
+    SEVEN_OF_DIAMONDS,
+    SUITS,
+)
 
-MAX_PLANS = 12
 # Work bound (search steps) for one plan generation. Reachable floors need at most a few
 # thousand steps (docs/rules.md gives the argument); crafted floors beyond it are refused.
 DEFAULT_WORK_LIMIT = 10_000
-# 7D sweep gives a Basra only when the floor held at most this many cards.
-SEVEN_D_BASRA_MAX_FLOOR = 10
 
-_QUEEN_KING_MASK = RANK_MASKS[11] | RANK_MASKS[12]
-_SWEEP_KIND = 13  # the played 7D; ranks 0..12 are their own kinds
+# The memo kind of a played card: its rank position, or a kind of its own for the 7D (which
+# sweeps when played, while a 7 of another suit captures as a 7).
+_SEVEN_D_KIND = len(RANKS)
+_KIND_OF: tuple[int, ...] = tuple(
+    _SEVEN_D_KIND if card == SEVEN_OF_DIAMONDS else RANK_OF[card] for card in range(DECK_SIZE)
+)
+_SWEEP_KINDS = (JACK_RANK, _SEVEN_D_KIND)
+_SEVEN_D_BLOCKERS_MASK = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_BASRA_BLOCKERS)
+# Per rank position: the cards of every smaller rank.
+_BELOW: tuple[int, ...] = tuple(sum(RANK_MASKS[:rank]) for rank in range(len(RANKS)))
 
 
 class Plan(NamedTuple):
@@ -72,12 +80,13 @@ class _Abstract:
 # Floor cards that can change the plans of each kind: for a numeric card its rank and the
 # smaller ranks (larger values can never join a sum), for Q/K their rank, for J/7D everything.
 # Keying the memo on them alone lets floors that differ elsewhere share one result.
-_RELEVANT: tuple[int, ...] = (
-    *((1 << (4 * r + 4)) - 1 for r in range(JACK_RANK)),
-    FULL_MASK,
-    RANK_MASKS[11],
-    RANK_MASKS[12],
-    FULL_MASK,
+_RELEVANT: tuple[int, ...] = tuple(
+    FULL_MASK
+    if kind in _SWEEP_KINDS
+    else _BELOW[kind] | RANK_MASKS[kind]
+    if RANK_VALUES[kind]
+    else RANK_MASKS[kind]
+    for kind in range(_SEVEN_D_KIND + 1)
 )
 
 
@@ -85,16 +94,11 @@ _RELEVANT: tuple[int, ...] = (
 _Chain = tuple[int, "_Chain"] | None
 
 
-def plan_kind(card: Card) -> int:
-    """Return the memo kind of a played card: its rank, or a kind of its own for the 7D."""
-    return _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
-
-
 def plans_for(
     card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
 ) -> tuple[Plan, ...]:
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
-    kind = _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
+    kind = _KIND_OF[card]
     relevant = floor_mask & _RELEVANT[kind]
     raw, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
     if raw is None:
@@ -109,7 +113,7 @@ def plans_for(
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
-    kind = plan_kind(card)
+    kind = _KIND_OF[card]
     relevant = floor_mask & _RELEVANT[kind]
     return _plans_cached(kind, relevant, relevant != floor_mask, work_limit)[1]
 
@@ -133,22 +137,23 @@ def _plans_cached(
     """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there."""
     if not floor:
         return (), 0
-    if kind in (JACK_RANK, _SWEEP_KIND):
+    if kind in _SWEEP_KINDS:
         everything = cards_of(floor)
         basra = (
-            kind == _SWEEP_KIND
+            kind == _SEVEN_D_KIND
             and len(everything) <= SEVEN_D_BASRA_MAX_FLOOR
-            and not floor & _QUEEN_KING_MASK
+            and not floor & _SEVEN_D_BLOCKERS_MASK
         )
         return ((1, everything, (), (), basra, True, floor),), 0
     same = floor & RANK_MASKS[kind]
     same_cards = cards_of(same)
-    if kind > JACK_RANK:
+    value = RANK_VALUES[kind]
+    if not value:  # Q or K: only its rank
         if not same:
             return (), 0
         return ((1, same_cards, same_cards, (), not others, False, same),), 0
-    smaller_mask = floor & ((1 << (4 * kind)) - 1)
-    groups, work = _groups_on(kind + 1, smaller_mask, limit) if smaller_mask else ((), 0)
+    smaller_mask = floor & _BELOW[kind]
+    groups, work = _groups_on(value, smaller_mask, limit) if smaller_mask else ((), 0)
     if groups is None:
         return None, work
     if not groups:
@@ -165,9 +170,17 @@ def _plans_cached(
     return tuple(plans), work
 
 
-# Per byte (two ranks): the same byte with each nibble's cards packed into its low bits.
-_PACKED_BYTE: tuple[int, ...] = tuple(
-    ((1 << (b & 15).bit_count()) - 1) | (((1 << (b >> 4).bit_count()) - 1) << 4) for b in range(256)
+# A table to pack a card mask a chunk of ranks at a time: per chunk value, the same chunk
+# with each rank's cards moved to the low bits of its place, so that only counts remain.
+_PACK_RANKS = 2
+_PACK_BITS = _PACK_RANKS * len(SUITS)
+_PACK_CHUNK = (1 << _PACK_BITS) - 1
+_PACKED: tuple[int, ...] = tuple(
+    sum(
+        ((1 << (chunk & rank_mask).bit_count()) - 1) << (rank_mask & -rank_mask).bit_length() - 1
+        for rank_mask in RANK_MASKS[:_PACK_RANKS]
+    )
+    for chunk in range(_PACK_CHUNK + 1)
 )
 
 _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
@@ -176,11 +189,11 @@ _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
 @lru_cache(maxsize=1 << 16)
 def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken, ...] | None, int]:
     """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex."""
-    shape = 0  # each rank's nibble with its cards moved to the low bits: only counts matter
+    shape = 0  # each rank's place with its cards moved to the low bits: only counts matter
     shift = 0
     while smaller_mask >> shift:
-        shape |= _PACKED_BYTE[(smaller_mask >> shift) & 0xFF] << shift
-        shift += 8
+        shape |= _PACKED[(smaller_mask >> shift) & _PACK_CHUNK] << shift
+        shift += _PACK_BITS
     abstract = _abstract_plans(value, shape, limit)
     if abstract.work > limit:
         return None, abstract.work
@@ -199,9 +212,13 @@ def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken,
 def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
     """Plans over positions of the smaller cards, sorted by value then copy (= canonical).
 
-    `shape` holds, in the nibble of each smaller rank, as many low bits as cards of it.
+    `shape` holds, in the place of each smaller rank, as many low bits as cards of it.
     """
-    values = [r + 1 for r in range(value - 1) for _ in range(((shape >> (4 * r)) & 15).bit_count())]
+    values = [
+        RANK_VALUES[rank]
+        for rank, rank_mask in enumerate(RANK_MASKS)
+        for _ in range((shape & rank_mask).bit_count())
+    ]
     n = len(values)
     work = 0
 
@@ -218,7 +235,7 @@ def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
             if t > value:
                 break  # values ascend, so later positions overshoot too
             if t == value:
-                if size >= 1:
+                if size + 1 >= MIN_GROUP_CARDS:
                     groups.append(mask | (1 << pos))
             else:
                 stack.append((pos + 1, mask | (1 << pos), t, size + 1))

@@ -8,6 +8,7 @@ from engine import rng
 from engine.cards import Card
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
+from engine.facts import SEATS
 from engine.match import Move, legal_moves
 from engine.plans import DEFAULT_WORK_LIMIT
 from engine.state import State, Status
@@ -43,7 +44,7 @@ class SeatView:
 
 
 def _check_seat(seat: int) -> None:
-    if type(seat) is not int or seat not in (0, 1):
+    if type(seat) is not int or seat not in SEATS:
         raise RuleError(
             Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
         )

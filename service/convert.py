@@ -35,7 +35,8 @@ from engine import (
     parse_cards,
     seat_events,
 )
-from engine.cards import DECK_SIZE, Card
+from engine.cards import Card
+from engine.facts import DECK_SIZE
 
 _STATUS_FROM_PROTO = {pb.STATUS_IN_PROGRESS: Status.IN_PROGRESS, pb.STATUS_OVER: Status.OVER}
 _STATUS_TO_PROTO = {Status.IN_PROGRESS: pb.STATUS_IN_PROGRESS, Status.OVER: pb.STATUS_OVER}
