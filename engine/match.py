@@ -68,7 +68,7 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
     for seat, label in enumerate(labels):
         if len(label) > MAX_LABEL_CHARS or not label.isprintable():
             raise RuleError(
-                Reason.INVALID_ACTION,
+                Reason.INVALID_LABEL,
                 f"Label {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
                 seat=seat,
             )
