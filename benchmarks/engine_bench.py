@@ -41,6 +41,7 @@ from engine import (  # noqa: E402
 )
 from engine.cards import NUMERIC_MASK, code, codes, mask_of  # noqa: E402
 from engine.plans import clear_caches, plan_work  # noqa: E402
+from testkit.actions import random_action  # noqa: E402
 
 T = TypeVar("T")
 
@@ -65,9 +66,7 @@ def simulate(
             plan_samples.extend((card, floor) for card in hand)
             if len(hand) == 4:
                 four_card.append(state)
-            move = rnd.choice(legal_moves(state))
-            plan_id = rnd.randint(1, len(move.plans)) if len(move.plans) > 1 else None
-            action = Action(state.to_move, move.card, plan_id=plan_id)
+            action = random_action(state, rnd)
             applies.append((state, action))
             before = state.hand_number
             state, _ = apply(state, action)

@@ -16,7 +16,6 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,9 @@ from basra.v1 import rules_pb2 as pb  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 from google.protobuf.message import Message  # noqa: E402
 
-from engine import Action, State, Status, apply, code, legal_moves, new_match  # noqa: E402
+from engine import Action, State  # noqa: E402
 from service.convert import state_to_proto  # noqa: E402
+from testkit.actions import action_to_proto, play_match  # noqa: E402
 
 DATA_DIR = ROOT / "deploy" / "ghz" / "data"
 MATCHES = 6
@@ -46,36 +46,13 @@ class Sample:
     action: Action
 
 
-def random_action(state: State, rnd: random.Random) -> Action:
-    """Pick a legal action at random, writing its choice in any of the ways the API allows."""
-    assert state.to_move is not None
-    seat = state.to_move
-    move = rnd.choice(legal_moves(state))
-    if not move.plans:
-        return Action(seat, move.card, trail=rnd.random() < 0.5)
-    plan = rnd.choice(move.plans)
-    if len(move.plans) == 1 and rnd.random() < 0.3:
-        return Action(seat, move.card)
-    if rnd.random() < 0.5:
-        return Action(seat, move.card, capture=plan.cards)
-    return Action(seat, move.card, plan_id=plan.id)
-
-
-def play(seed: bytes, rnd: random.Random) -> Iterator[Sample]:
-    """Play one whole match with random legal actions, yielding every state and its action."""
-    state, _ = new_match(seed, ("north", "south"))
-    while state.status is Status.IN_PROGRESS:
-        action = random_action(state, rnd)
-        yield Sample(state, action)
-        state, _ = apply(state, action)
-
-
 def samples(matches: int = MATCHES, seed: int = RANDOM_SEED) -> list[Sample]:
     """Return every (state, action) of several simulated matches."""
     rnd = random.Random(seed)
     found: list[Sample] = []
     for number in range(matches):
-        found.extend(play(f"ghz-data-{number}".encode(), rnd))
+        played = play_match(f"ghz-data-{number}".encode(), rnd, labels=("north", "south"))
+        found.extend(map(Sample, played.states, played.actions))
     return found
 
 
@@ -85,18 +62,6 @@ def spread(items: list[Sample], count: int, rnd: random.Random) -> list[Sample]:
     chosen = [items[int(i * step)] for i in range(count)]
     rnd.shuffle(chosen)
     return chosen
-
-
-def action_to_proto(action: Action) -> pb.Action:
-    """Return the message of an engine action, keeping the way its choice was written."""
-    message = pb.Action(seat=action.seat, card=code(action.card))
-    if action.plan_id is not None:
-        message.plan_id = action.plan_id
-    elif action.capture is not None:
-        message.capture.cards.extend(code(c) for c in action.capture)
-    elif action.trail:
-        message.trail = True
-    return message
 
 
 def as_json(message: Message) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 In one run and against one server configuration (benchmarks/bench_server.py: the service's own
 server builders plus a benchmark-only no-op method), this sends unary Apply calls on realistic
 mid-game states (deploy/ghz/data/apply.json) and no-op calls carrying the very same request
-bytes and a reply of the mean Apply reply size. The load generator (service.loadgen, in this
+bytes and a reply of the mean Apply reply size. The load generator (clients.load, in this
 process) shares the machine with the server, so besides wall time it counts the server's CPU
 seconds from /proc/<pid>/stat (supervisor and workers) and reports calls per server CPU-second.
 
@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,8 +44,10 @@ import grpc  # noqa: E402
 from basra.v1 import rules_pb2 as pb  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 
-from service import loadgen  # noqa: E402
+from clients import load  # noqa: E402
 from service.handlers import Handlers  # noqa: E402
+from testkit import harness  # noqa: E402
+from testkit.ports import reserved_port  # noqa: E402
 
 BENCH_SERVER = ROOT / "benchmarks" / "bench_server.py"
 APPLY_DATA = ROOT / "deploy" / "ghz" / "data" / "apply.json"
@@ -70,13 +71,6 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return sum(proc_cpu_seconds(pid) for pid in pids)
 
 
-def free_port() -> int:
-    """Return a loopback TCP port that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def descendants(pid: int) -> tuple[int, ...]:
     """Return the pids of every process below `pid` (children, their children, ...)."""
     found: list[int] = []
@@ -84,24 +78,6 @@ def descendants(pid: int) -> tuple[int, ...]:
         for child in (task / "children").read_text().split():
             found += [int(child), *descendants(int(child))]
     return tuple(found)
-
-
-def wait_serving(address: str) -> None:
-    """Wait until the server at `address` answers its health check with SERVING."""
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    give_up = time.monotonic() + STARTUP_SECONDS
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < give_up:
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
-    raise RuntimeError(f"no server became SERVING at {address}")
 
 
 @dataclass(frozen=True)
@@ -119,45 +95,23 @@ def bench_server(
     reply_bytes: int,
     log_level: str,
     *,
-    real: bool = False,
     sync_threads: int = 0,
 ) -> Iterator[Server]:
-    """Run benchmarks/bench_server.py (or, `real`, `basra-rules serve`) until the block ends."""
-    port = free_port()
-    if real:
-        command = [str(Path(sys.executable).with_name("basra-rules")), "serve"]
-    else:
+    """Run benchmarks/bench_server.py until the block ends."""
+    with reserved_port() as port:
         command = [sys.executable, str(BENCH_SERVER), "--reply-bytes", str(reply_bytes)]
-        command += ["--sync-threads", str(sync_threads)]
-    command += [
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--metrics-port",
-        "0",
-        "--workers",
-        str(workers),
-        "--io",
-        io,
-        "--log-level",
-        log_level,
-    ]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
-    )
+        command += ["--sync-threads", str(sync_threads), "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--metrics-port", "0", "--workers", str(workers)]
+        command += ["--io", io, "--log-level", log_level]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        )
+        assert process.stdout is not None
+        line = process.stdout.readline().split()
     try:
-        address = f"127.0.0.1:{port}"
-        if real:
-            wait_serving(address)
-            pids = (process.pid, *descendants(process.pid))
-        else:
-            assert process.stdout is not None
-            line = process.stdout.readline().split()
-            if not line or line[0] != "READY":
-                raise RuntimeError(f"bench server did not start: {line}")
-            pids = tuple(int(p) for p in line[2:])
-        yield Server(address, pids)
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"bench server did not start: {line}")
+        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -165,6 +119,21 @@ def bench_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def served(io: str, workers: int, log_level: str) -> Iterator[Server]:
+    """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
+    flags = ["--workers", str(workers), "--io", io]
+    running = harness.start(flags, log_level=log_level, cwd=ROOT, keep_calls=False)
+    try:
+        # At a quiet log level the launcher knows that one worker serves; count the others in.
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while len(running.workers()) < workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield Server(running.target, (running.pid, *descendants(running.pid)))
+    finally:
+        running.stop()
 
 
 @dataclass(frozen=True)
@@ -201,7 +170,7 @@ def measure(
     rps: float = 0.0,
 ) -> Measure:
     """Send `calls` calls of one RPC; count wall time and the server's CPU seconds."""
-    config = loadgen.LoadConfig(
+    config = load.LoadConfig(
         service=(APPLY_PATH if rpc == "Apply" else NOOP_PATH).split("/")[1],
         method=rpc if rpc == "Apply" else "Echo",
         host=server.address,
@@ -213,7 +182,7 @@ def measure(
     )
     before = cpu_seconds(server.pids)
     started = time.perf_counter()
-    report = asyncio.run(loadgen.run_load(config, requests))
+    report = asyncio.run(load.run_load(config, requests))
     wall = time.perf_counter() - started
     used = cpu_seconds(server.pids) - before
     return Measure(
@@ -310,11 +279,11 @@ def run_variant(
             rounds.append({**asdict(run), "per_cpu_second": run.per_cpu_second, "paced": half})
     # The same Apply load against `basra-rules serve` itself: the benchmark's runner must cost
     # what the shipped server costs, or its figures would not describe the product.
-    with bench_server(io, workers, reply_bytes, args.log_level, real=True) as served:
+    with served(io, workers, args.log_level) as real:
         options = {"concurrency": args.concurrency, "connections": connections}
-        measure(served, "Apply", requests, calls=args.calls // 4, **options)
+        measure(real, "Apply", requests, calls=args.calls // 4, **options)
         serve_runs = [
-            measure(served, "Apply", requests, calls=args.calls, **options)
+            measure(real, "Apply", requests, calls=args.calls, **options)
             for _ in range(args.rounds)
         ]
     for run in serve_runs:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Action, Status, apply, legal_moves, new_match
+from engine import Status, apply, new_match
 from engine.plans import _abstract_plans, _groups_on, _plans_cached
+from testkit.actions import random_action
 
 
 def rss_mib() -> float:
@@ -38,10 +39,7 @@ def main() -> int:
     for number in range(1, args.matches + 1):
         state, _ = new_match(f"memo-{number}".encode())
         while state.status is Status.IN_PROGRESS:
-            assert state.to_move is not None
-            move = rnd.choice(legal_moves(state))
-            plan_id = rnd.randint(1, len(move.plans)) if len(move.plans) > 1 else None
-            state, _ = apply(state, Action(state.to_move, move.card, plan_id=plan_id), check=False)
+            state, _ = apply(state, random_action(state, rnd), check=False)
         if number % 1000 == 0:
             sizes = [
                 f"{f.cache_info().currsize}/{f.cache_info().maxsize}"

@@ -18,7 +18,7 @@ from engine.events import (
     Trailed,
 )
 from engine.facts import MAX_PLANS
-from engine.match import Action, Move, apply, legal_moves, new_match
+from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
 from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
@@ -57,6 +57,7 @@ __all__ = [
     "check_state",
     "code",
     "codes",
+    "legal_actions",
     "legal_moves",
     "match_winner",
     "new_match",

@@ -148,7 +148,7 @@ def verify(
     if observed is not None and seat not in SEATS:
         raise ValueError("a seat's record needs its seat, 0 or 1")
     progress = Verdict(None, 0, 0, 0, 0, 0, match_over=False)
-    if not isinstance(seed, bytes) or not MIN_SEED_BYTES <= len(seed) <= MAX_SEED_BYTES:
+    if not rng.is_seed(seed):
         size = len(seed) if isinstance(seed, bytes) else -1
         return replace(
             progress,

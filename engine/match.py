@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from engine import rng
@@ -59,7 +59,7 @@ class Move:
 
 def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, tuple[Event, ...]]:
     """Create a match from its seed: choose the first dealer and deal the first hand."""
-    if not isinstance(seed, bytes) or not MIN_SEED_BYTES <= len(seed) <= MAX_SEED_BYTES:
+    if not rng.is_seed(seed):
         raise RuleError(
             Reason.INVALID_SEED,
             f"The seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes long.",
@@ -175,6 +175,23 @@ def legal_moves(
         plans = generate(card, floor, work_limit)
         moves.append(Move(card, plans, not plans))
     return tuple(moves)
+
+
+def legal_actions(state: State, work_limit: int = DEFAULT_WORK_LIMIT) -> Iterator[Action]:
+    """Yield every legal action of the seat to move, in hand order, a card's plans by id.
+
+    The flat form of `legal_moves`: one action per plan of a capturing card (by plan id) and
+    one trail per card that trails. Other ways to write the same choice (no choice for a
+    card with a single plan, the plan's cards as a capture set) are not listed again.
+    """
+    seat = state.to_move
+    if seat is None:
+        return
+    for move in legal_moves(state, work_limit):
+        if move.trails:
+            yield Action(seat, move.card, trail=True)
+        for plan in move.plans:
+            yield Action(seat, move.card, plan_id=plan.id)
 
 
 def apply(

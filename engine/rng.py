@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
-from engine.facts import SEATS
+from engine.facts import MAX_SEED_BYTES, MIN_SEED_BYTES, SEATS
 
 T = TypeVar("T")
 
@@ -22,6 +22,11 @@ _LENGTH_BYTES = 4
 _COUNTER_BYTES = 8
 _WORD_BYTES = 4
 _WORD_RANGE = 1 << (8 * _WORD_BYTES)
+
+
+def is_seed(value: object) -> TypeGuard[bytes]:
+    """Whether `value` can seed a match: bytes, MIN_SEED_BYTES to MAX_SEED_BYTES long."""
+    return isinstance(value, bytes) and MIN_SEED_BYTES <= len(value) <= MAX_SEED_BYTES
 
 
 def _words(seed: bytes, label: str) -> Iterator[int]:

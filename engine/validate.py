@@ -42,7 +42,7 @@ def _is_int(x: object) -> bool:
 def check_state(state: State) -> None:
     """Raise INVALID_STATE naming the first inconsistency of `state`; return None if sound."""
     seed = state.seed
-    if not isinstance(seed, bytes) or not MIN_SEED_BYTES <= len(seed) <= MAX_SEED_BYTES:
+    if not rng.is_seed(seed):
         raise _bad(f"the seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes")
     if not isinstance(state.status, Status):
         raise _bad("the status is unknown")

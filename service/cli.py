@@ -1,4 +1,8 @@
-"""The `basra-rules` command: `serve` the server, `play` or `load` it, `verify` a record."""
+"""`basra-rules serve`: settings from flags and variables, keys and certificates read once, workers.
+
+The `basra-rules` command (clients/cli.py) hands its `serve` subcommand here;
+`python -m service.cli` runs the same server with the same flags.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,15 @@ import sys
 from collections.abc import Sequence
 
 
-def _serve(args: argparse.Namespace) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of `serve`, one per setting."""
+    from service import config
+
+    config.add_arguments(parser)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the server with the parsed flags until SIGTERM/SIGINT; return the exit code."""
     from service import config, signing, tls, workers
     from service.logs import make_logger
 
@@ -27,58 +39,11 @@ def _serve(args: argparse.Namespace) -> int:
     return workers.supervise(settings, logger)
 
 
-def _play(args: argparse.Namespace) -> int:
-    from service import play
-
-    return play.run(args)
-
-
-def _verify(args: argparse.Namespace) -> int:
-    from service import verify
-
-    return verify.run(args)
-
-
-def _load(args: argparse.Namespace) -> int:
-    from service import loadgen
-
-    return loadgen.run_command(args)
-
-
-def parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the console command."""
-    from service import config, play
-
-    top = argparse.ArgumentParser(prog="basra-rules", description=__doc__)
-    commands = top.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the gRPC rules server")
-    config.add_arguments(serve)
-    serve.set_defaults(run=_serve)
-    playing = commands.add_parser("play", help="two bots play a match against a running server")
-    play.add_arguments(playing)
-    playing.set_defaults(run=_play)
-    # `load` (load generator reading deploy/ghz configs) is owned by service/loadgen.py.
-    from service import loadgen
-
-    loading = commands.add_parser("load", help="load-test a running server from a ghz config")
-    loadgen.add_arguments(loading)
-    loading.set_defaults(run=_load)
-    from service import verify
-
-    verifying = commands.add_parser(
-        "verify", help="check from a match record that the match was dealt honestly"
-    )
-    verify.add_arguments(verifying)
-    verifying.set_defaults(run=_verify)
-    return top
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `basra-rules`."""
-    args = parser().parse_args(argv)
-    run = args.run
-    del args.run
-    return int(run(args))
+    """Entry point of `python -m service.cli`: the server alone, as `basra-rules serve`."""
+    parser = argparse.ArgumentParser(prog="basra-rules serve", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return serve(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

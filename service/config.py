@@ -13,6 +13,7 @@ from dataclasses import field as dataclass_field
 from typing import Any
 
 import engine
+from service.handlers import DEFAULT_MAX_REPLAY_ACTIONS
 from service.logs import FORMATS, LEVELS
 
 IO_MODES = ("sync", "asyncio")
@@ -40,7 +41,7 @@ class Config:
     max_connection_age_seconds: float = 300.0
     max_connection_age_grace_seconds: float = 30.0
     plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
-    max_replay_actions: int = 10_000
+    max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
     metrics_dir: str | None = None
     """None: a fresh temporary directory."""
     io: str = "sync"
@@ -142,7 +143,9 @@ _HELP: Mapping[str, str] = {
     "plan_work_limit": (
         f"plan-search work bound; past it STATE_TOO_COMPLEX (default {engine.DEFAULT_WORK_LIMIT})"
     ),
-    "max_replay_actions": "most actions one Replay call may carry (default 10000)",
+    "max_replay_actions": (
+        f"most actions one Replay call may carry (default {DEFAULT_MAX_REPLAY_ACTIONS})"
+    ),
     "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
     "io": "server flavour: sync (thread pool) or asyncio (default sync)",
     "signing_keys": "state signing keys 'kid:base64key,...', first signs (prefer the variable "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -192,7 +193,7 @@ def test_entrypoint_serves_with_defaults(parsed: tuple[dict[str, str], list[Stag
     assert argv[1:] == ["serve"]
     assert not final_stage(parsed).all("CMD")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["basra-rules"] == "service.cli:main"
+    assert scripts["basra-rules"] == "clients.cli:main"
 
 
 def test_no_healthcheck(parsed: tuple[dict[str, str], list[Stage]]) -> None:
@@ -244,6 +245,61 @@ def test_dockerignore_keeps_local_artifacts_out() -> None:
         assert is_ignored(path, rules), path
     for path in ("pyproject.toml", "proto/generate.py", "proto/basra/v1/rules.proto"):
         assert not is_ignored(path, rules), path
+
+
+def _installed_packages() -> set[str]:
+    """The top-level packages pyproject installs from the repository (gen/ is made in the build)."""
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    generated = set(tool.get("package-dir", {}))
+    return {name.split(".")[0] for name in tool["packages"]} - generated
+
+
+def _first_party_imports(package: str) -> set[str]:
+    """The repository's own top-level packages that the modules of `package` import."""
+    ours = {p.name for p in REPO.iterdir() if (p / "__init__.py").is_file()}
+    found = set()
+    for path in (REPO / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found |= {name.split(".")[0] for name in names} & ours
+    return found
+
+
+def test_the_image_gets_what_pyproject_installs_and_no_test_machinery(
+    parsed: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """The build stage copies the installed packages, proto/ and pyproject; testkit/ stays out."""
+    build = parsed[1][0]
+    copied = {
+        source.rstrip("/")
+        for args in build.all("COPY")
+        for source in copy_parts(args)[1]
+        if "from" not in copy_parts(args)[0]
+    }
+    assert copied == {"pyproject.toml", "proto", *_installed_packages()}
+    assert "testkit" not in copied and "tests" not in copied
+    rules = ignore_rules()
+    for path in ("testkit/harness.py", "testkit/soak.py", "tests/x.py", "benchmarks/x.py"):
+        assert is_ignored(path, rules), path
+
+
+def test_the_shipped_code_imports_nothing_the_image_lacks() -> None:
+    """Every package of the image imports only packages of the image (or installed ones)."""
+    shipped = _installed_packages()
+    assert {"engine", "service", "clients"} <= shipped
+    for package in sorted(shipped):
+        assert _first_party_imports(package) <= shipped | {"basra"}, package
+
+
+def test_the_server_imports_neither_the_clients_nor_the_test_machinery() -> None:
+    """service/ is the server alone; the clients and testkit build on it, not it on them."""
+    assert _first_party_imports("service") <= {"engine", "service", "basra"}
+    assert _first_party_imports("engine") <= {"engine"}
 
 
 def test_generated_code_is_built_before_install(parsed: tuple[dict[str, str], list[Stage]]) -> None:

@@ -1,17 +1,14 @@
 """The image's entry point run with the chart's environment, probed the way the kubelet probes.
 
-Only the bind address, ports and metrics directory change (loopback, free ports, a temporary
-directory); every other BASRA_* value is the chart's default render.
+Only the bind address, ports and metrics directory change (loopback, ports chosen by the
+server or held free for it, a temporary directory); every other BASRA_* value is the chart's
+default render.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,21 +20,7 @@ from deploy_support import HEALTH_SERVICE, container, env_map, manifests, render
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-START_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def entry_point() -> str:
-    """The console script the image's ENTRYPOINT runs, from this interpreter's environment."""
-    script = Path(sys.executable).with_name("basra-rules")
-    assert script.is_file(), f"{script} missing: is the project installed in the venv?"
-    return str(script)
+from testkit import harness
 
 
 def health_status(channel: grpc.Channel, service: str) -> Any:
@@ -46,68 +29,32 @@ def health_status(channel: grpc.Channel, service: str) -> Any:
     return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2).status
 
 
-class Running:
-    """A started server process with its ports."""
-
-    def __init__(self, process: subprocess.Popen[bytes], port: int, metrics_port: int) -> None:
-        """Hold the process and the ports it serves on."""
-        self.process = process
-        self.port = port
-        self.metrics_port = metrics_port
-
-
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Running]:
+def server(tmp_path: Path) -> Iterator[harness.ServedProcess]:
     """`basra-rules serve` with the chart's default environment, stopped after the test."""
     env = env_map(container(manifests(render())))
-    port, metrics_port = free_port(), free_port()
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
-    env.update(
-        BASRA_HOST="127.0.0.1",
-        BASRA_PORT=str(port),
-        BASRA_METRICS_PORT=str(metrics_port),
-        BASRA_METRICS_DIR=str(metrics_dir),
-    )
-    # The chart's environment only, as in the container (plus what Python needs to run here).
+    env["BASRA_METRICS_DIR"] = str(metrics_dir)
+    # The chart's environment only, as in the container (plus what Python needs to run here);
+    # the launcher's flags set loopback, the ports, and the chart's own log level and format.
     keep = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
-    process = subprocess.Popen(
-        [entry_point(), "serve"],
-        env={**keep, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    assert env["BASRA_LOG_FORMAT"] == "json"
+    served = harness.start(
+        env={**keep, **env}, inherit_env=False, log_level=env["BASRA_LOG_LEVEL"], metrics=True
     )
     try:
-        yield Running(process, port, metrics_port)
+        yield served
     finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        if process.stderr:
-            process.stderr.close()
-
-
-def wait_serving(channel: grpc.Channel, running: Running) -> None:
-    """Wait until the startup probe would pass, failing fast if the process died."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if running.process.poll() is not None:
-            stderr = running.process.stderr.read().decode() if running.process.stderr else ""
-            pytest.fail(f"server exited with {running.process.returncode}: {stderr[-2000:]}")
-        try:
-            if health_status(channel, "") == health_pb2.HealthCheckResponse.SERVING:
-                return
-        except grpc.RpcError:
-            pass
-        time.sleep(0.1)
-    pytest.fail("server did not report SERVING in time")
+        served.kill()
 
 
 @pytest.mark.timeout(90)
-def test_probes_pass_and_sigterm_drains(server: Running) -> None:
+def test_probes_pass_and_sigterm_drains(server: harness.ServedProcess) -> None:
     """Startup/liveness ("") and readiness (rules service) pass; SIGTERM ends it cleanly."""
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-        wait_serving(channel, server)
+    # The console script the image's ENTRYPOINT runs, not a module form.
+    assert Path(harness.command()[0]).name == "basra-rules"
+    with grpc.insecure_channel(server.target) as channel:
         serving = health_pb2.HealthCheckResponse.SERVING
         assert health_status(channel, "") == serving
         assert health_status(channel, HEALTH_SERVICE) == serving
@@ -126,4 +73,4 @@ def test_probes_pass_and_sigterm_drains(server: Running) -> None:
 
     grace = int(env_map(container(manifests(render())))["BASRA_GRACE_SECONDS"])
     server.process.send_signal(signal.SIGTERM)
-    assert server.process.wait(timeout=grace + 10) == 0
+    assert server.wait(timeout=grace + 10) == 0

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from random_play import play_match
 
 from engine import CardsDealt, FloorFixed, new_match, replay, rng
+from testkit.actions import play_match
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "determinism.md"
 RANKS = ["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"]

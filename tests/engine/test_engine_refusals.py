@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from random_play import play_match
 from states import build, refusal, refused_play, scene
 
 from engine import (
@@ -27,7 +26,9 @@ from engine import (
     seat_events,
     seat_view,
 )
-from engine.rng import first_dealer
+from engine.fairness import Finding, verify
+from engine.rng import commitment, first_dealer
+from testkit.actions import play_match
 
 
 def _mid_hand() -> State:
@@ -113,6 +114,31 @@ def test_invalid_seed() -> None:
         assert info.value.reason is Reason.INVALID_SEED
     assert new_match(bytes(64))[0].hand_number == 1
     assert new_match(b"\x00")[0].hand_number == 1
+
+
+@pytest.mark.parametrize("length", [0, 1, 64, 65])
+def test_new_match_the_state_check_and_the_fairness_check_take_the_same_seeds(
+    length: int,
+) -> None:
+    """A seed that can start a match is one a state may hold and a verifier may check."""
+    seed = bytes(range(length))
+    fits = 1 <= length <= 64
+    try:
+        new_match(seed)
+        started = True
+    except RuleError as error:
+        assert error.reason is Reason.INVALID_SEED
+        started = False
+    # A state dealt from the seed itself where it can be; else a sound one given that seed.
+    state = new_match(seed)[0] if started else replace(new_match(b"seeds")[0], seed=seed)
+    try:
+        check_state(state)
+        held = True
+    except RuleError:
+        held = False
+    found = verify(seed, commitment(seed), []).discrepancy
+    checked = found is None or found.finding is not Finding.INVALID_SEED
+    assert (started, held, checked) == (fits, fits, fits)
 
 
 def test_invalid_seat() -> None:

@@ -6,7 +6,6 @@ import itertools
 import random
 
 import pytest
-from random_play import play_match
 from states import refusal
 
 from engine import (
@@ -22,6 +21,7 @@ from engine import (
     new_match,
 )
 from engine.rng import deck_label, first_dealer, shuffled
+from testkit.actions import play_match
 
 SEEDS = [bytes([i]) for i in range(64)]
 

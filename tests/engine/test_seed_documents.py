@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 
 import brute
-from random_play import play_match
 from states import act, build, last_play, refused_play, scene
 
 from engine import (
@@ -32,6 +31,7 @@ from engine import (
     score_hand,
     seat_view,
 )
+from testkit.actions import play_match
 
 CD = [c for c in brute.ALL_CODES if c[-1] in "CD"]
 HS = [c for c in brute.ALL_CODES if c[-1] in "HS"]

@@ -19,24 +19,27 @@ import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError, Message
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine import Action, State, Status
-from service import convert, errors, harness
+from clients.refusals import error_infos
+from engine import State, Status
+from service import convert, errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
+from testkit import harness
+from testkit.actions import action_to_proto, random_action, spellings
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 REPORT = os.environ.get("BASRA_FUZZ_REPORT")
@@ -48,7 +51,6 @@ ALLOWED = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-DETAILS_KEY = "grpc-status-details-bin"
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -76,10 +78,7 @@ def _pool() -> list[State]:
                 states.append(state)
             if state.status is Status.OVER:
                 break
-            assert state.to_move is not None
-            move = rnd.choice(engine.legal_moves(state))
-            plan = rnd.randint(1, len(move.plans)) if move.plans else None
-            state, _ = engine.apply(state, Action(state.to_move, move.card, plan_id=plan))
+            state, _ = engine.apply(state, random_action(state, rnd))
             step += 1
     return states
 
@@ -224,18 +223,11 @@ def action_message(draw: st.DrawFn, state: pb.State | None = None) -> pb.Action:
 @st.composite
 def legal_action(draw: st.DrawFn, state: State) -> pb.Action:
     """An action the engine accepts, written one of the ways the contract allows."""
-    assert state.to_move is not None
-    move = draw(st.sampled_from(engine.legal_moves(state)))
-    message = pb.Action(seat=state.to_move, card=engine.code(move.card))
-    if move.plans:
-        plan = draw(st.sampled_from(move.plans))
-        if draw(st.booleans()):
-            message.plan_id = plan.id
-        else:
-            message.capture.cards.extend(engine.codes(plan.cards))
-    elif draw(st.booleans()):
-        message.trail = True
-    return message
+    action = draw(st.sampled_from(list(engine.legal_actions(state))))
+    spelled = draw(st.sampled_from(spellings(state, action)))
+    if spelled.capture:
+        spelled = replace(spelled, capture=tuple(draw(st.permutations(spelled.capture))))
+    return action_to_proto(spelled)
 
 
 # ---- the server, the oracle and the tally ----
@@ -298,17 +290,6 @@ BY_METHOD: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _infos(trailing: Any) -> list[error_details_pb2.ErrorInfo]:
-    found = []
-    for key, value in trailing or ():
-        if key == DETAILS_KEY:
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                assert detail.Unpack(info), f"a detail that is not an ErrorInfo: {detail.type_url}"
-                found.append(info)
-    return found
-
-
 def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
     """What the handlers answer in this process to the same request bytes."""
     request_type = METHODS[method][0]
@@ -338,7 +319,7 @@ def check_call(channel: grpc.Channel, tally: Counter[str], method: str, body: by
         code = error.code()
         tally[f"{method} {code.name}"] += 1
         assert code in ALLOWED, f"{method} ended with {code.name}: {error.details()}"
-        infos = _infos(error.trailing_metadata())
+        infos = error_infos(error.trailing_metadata())
         assert len(infos) == 1, f"{method} refusal carries {len(infos)} ErrorInfo details"
         info = infos[0]
         assert info.domain == "basra.v1" and info.reason

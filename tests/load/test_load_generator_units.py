@@ -9,8 +9,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from service import loadgen
-from service.loadgen import ConfigError, Report
+from clients import load
+from clients.load import ConfigError, Report
 
 
 @pytest.mark.parametrize(
@@ -18,13 +18,13 @@ from service.loadgen import ConfigError, Report
     [("0", 0.0), ("10s", 10.0), ("1m30s", 90.0), ("250ms", 0.25), ("1.5h", 5400.0)],
 )
 def test_go_durations_parse(text: str, seconds: float) -> None:
-    assert loadgen.parse_duration(text) == pytest.approx(seconds)
+    assert load.parse_duration(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("text", ["", "10", "s", "10 s", "5sec", "-1s", 10])
 def test_bad_durations_are_refused(text: object) -> None:
     with pytest.raises(ConfigError):
-        loadgen.parse_duration(text)
+        load.parse_duration(text)
 
 
 @pytest.mark.parametrize(
@@ -32,11 +32,11 @@ def test_bad_durations_are_refused(text: object) -> None:
     ["basra.v1.RulesService.Apply", "basra.v1.RulesService/Apply", "/basra.v1.RulesService/Apply"],
 )
 def test_calls_split_into_service_and_method(call: str) -> None:
-    assert loadgen.split_call(call) == ("basra.v1.RulesService", "Apply")
+    assert load.split_call(call) == ("basra.v1.RulesService", "Apply")
 
 
 def test_defaults_are_ghz_defaults() -> None:
-    config = loadgen.config_from_dict({"call": "a.B.C", "host": "127.0.0.1:1"})
+    config = load.config_from_dict({"call": "a.B.C", "host": "127.0.0.1:1"})
     assert (config.total, config.concurrency, config.connections) == (200, 50, 1)
     assert (config.timeout, config.rps, config.duration) == (20.0, 0.0, 0.0)
     assert config.data == ({},)
@@ -62,21 +62,21 @@ def test_configs_that_cannot_run_as_written_are_refused(
     extra: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        loadgen.config_from_dict({"call": "a.B.C", "host": "127.0.0.1:1", **extra})
+        load.config_from_dict({"call": "a.B.C", "host": "127.0.0.1:1", **extra})
 
 
 def test_data_file_is_found_beside_the_config(tmp_path: Path) -> None:
     (tmp_path / "items.json").write_text(json.dumps([{"seed": "AQ=="}, {"seed": "Ag=="}]))
     raw = {"call": "a.B.C", "host": "h:1", "data-file": "items.json"}
-    config = loadgen.config_from_dict(raw, tmp_path)
+    config = load.config_from_dict(raw, tmp_path)
     assert [dict(item) for item in config.data] == [{"seed": "AQ=="}, {"seed": "Ag=="}]
 
 
 def test_go_code_names_match_ghz() -> None:
-    assert loadgen.go_code_name(grpc.StatusCode.OK) == "OK"
-    assert loadgen.go_code_name(grpc.StatusCode.INVALID_ARGUMENT) == "InvalidArgument"
-    assert loadgen.go_code_name(grpc.StatusCode.CANCELLED) == "Canceled"
-    assert loadgen.go_code_name(grpc.StatusCode.FAILED_PRECONDITION) == "FailedPrecondition"
+    assert load.go_code_name(grpc.StatusCode.OK) == "OK"
+    assert load.go_code_name(grpc.StatusCode.INVALID_ARGUMENT) == "InvalidArgument"
+    assert load.go_code_name(grpc.StatusCode.CANCELLED) == "Canceled"
+    assert load.go_code_name(grpc.StatusCode.FAILED_PRECONDITION) == "FailedPrecondition"
 
 
 def test_report_percentiles_are_nearest_rank() -> None:
@@ -104,7 +104,7 @@ def test_report_summary_and_json_add_up() -> None:
     assert sum(h["count"] for h in data["histogram"]) == 4
     assert data["histogram"][0]["mark"] == pytest.approx(0.001)
     assert data["histogram"][-1]["mark"] == pytest.approx(0.010)
-    assert [e["percentage"] for e in data["latencyDistribution"]] == list(loadgen.PERCENTILES)
+    assert [e["percentage"] for e in data["latencyDistribution"]] == list(load.PERCENTILES)
     text = report.summary()
     assert "  Count:\t4\n" in text
     assert "  Requests/sec:\t80.00\n" in text
@@ -140,5 +140,5 @@ def test_an_unreachable_server_is_reported_not_raised(
             }
         )
     )
-    assert loadgen.main([str(config), *flags]) == 2
+    assert load.main([str(config), *flags]) == 2
     assert "cannot" in capsys.readouterr().err

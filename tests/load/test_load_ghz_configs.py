@@ -15,9 +15,13 @@ import pytest
 import yaml
 from google.protobuf import json_format
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from load_support import GHZ_DIR, REPO, RunningServer, basra_rules_command, running_server
 
-from service import loadgen
+from clients import load
+from testkit import harness
+from testkit.harness import ServedProcess
+
+REPO = Path(__file__).resolve().parents[2]
+GHZ_DIR = REPO / "deploy" / "ghz"
 
 CONFIGS = sorted(GHZ_DIR.glob("*.json"))
 CHART_VALUES = REPO / "helm" / "basra-rules" / "values.yaml"
@@ -25,10 +29,11 @@ RUN_SECONDS = 60
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """One server for the module, started by the test on a free loopback port."""
-    with running_server(tmp_path_factory.mktemp("load-server")) as running:
-        yield running
+def server() -> Iterator[ServedProcess]:
+    """One server for the module (logs at warning, as the load figures are measured)."""
+    served = harness.start(log_level="warning", cwd=REPO)
+    yield served
+    served.stop()
 
 
 def _raw(path: Path) -> dict[str, Any]:
@@ -49,7 +54,7 @@ def test_there_is_a_config_for_each_load_tested_rpc() -> None:
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_config_uses_reflection_and_enough_connections(path: Path) -> None:
     raw = _raw(path)
-    config = loadgen.config_from_dict(raw, REPO)
+    config = load.config_from_dict(raw, REPO)
     assert "proto" not in raw and "protoset" not in raw, "configs rely on server reflection"
     assert raw.get("insecure") is True
     # SO_REUSEPORT balances connections, not calls: each worker process needs one at least.
@@ -82,11 +87,11 @@ def _reflection_services(address: str) -> list[str]:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_config_call_is_listed_by_reflection_and_its_data_decodes(
-    server: RunningServer, path: Path
+    server: ServedProcess, path: Path
 ) -> None:
-    config = loadgen.config_from_dict(_raw(path), REPO)
-    assert config.service in _reflection_services(server.address)
-    cls = loadgen.request_class(server.address, config.service, config.method)
+    config = load.config_from_dict(_raw(path), REPO)
+    assert config.service in _reflection_services(server.target)
+    cls = load.request_class(server.target, config.service, config.method)
     assert cls.DESCRIPTOR.full_name == f"basra.v1.{config.method}Request"
     for item in config.data:
         # Strict: an unknown field in the data is a mistake, not something to skip.
@@ -95,20 +100,20 @@ def test_config_call_is_listed_by_reflection_and_its_data_decodes(
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_every_data_item_is_accepted_by_the_server(server: RunningServer, path: Path) -> None:
-    config = loadgen.config_from_dict(_raw(path), REPO)
-    cls = loadgen.request_class(server.address, config.service, config.method)
-    with grpc.insecure_channel(server.address) as channel:
+def test_every_data_item_is_accepted_by_the_server(server: ServedProcess, path: Path) -> None:
+    config = load.config_from_dict(_raw(path), REPO)
+    cls = load.request_class(server.target, config.service, config.method)
+    with grpc.insecure_channel(server.target) as channel:
         call = channel.unary_unary(config.path, None, None)
-        for request in loadgen.encode_requests(cls, config.data):
+        for request in load.encode_requests(cls, config.data):
             assert len(call(request, timeout=10)) > 0
 
 
-def _load(server: RunningServer, tmp_path: Path, raw: dict[str, Any], *flags: str) -> str:
+def _load(server: ServedProcess, tmp_path: Path, raw: dict[str, Any], *flags: str) -> str:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**raw, "host": server.address}))
+    path.write_text(json.dumps({**raw, "host": server.target}))
     done = subprocess.run(
-        [*basra_rules_command(), "load", str(path), *flags],
+        [*harness.command(), "load", str(path), *flags],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -119,7 +124,7 @@ def _load(server: RunningServer, tmp_path: Path, raw: dict[str, Any], *flags: st
     return done.stdout
 
 
-def test_load_run_summary_adds_up(server: RunningServer, tmp_path: Path) -> None:
+def test_load_run_summary_adds_up(server: ServedProcess, tmp_path: Path) -> None:
     raw = {**_raw(GHZ_DIR / "apply.json"), "total": 300, "concurrency": 6, "connections": 2}
     report = json.loads(_load(server, tmp_path, raw, "--json"))
     assert report["count"] == 300
@@ -127,7 +132,7 @@ def test_load_run_summary_adds_up(server: RunningServer, tmp_path: Path) -> None
     assert report["errorDistribution"] == {}
     latencies = [entry["latency"] for entry in report["latencyDistribution"]]
     assert [entry["percentage"] for entry in report["latencyDistribution"]] == list(
-        loadgen.PERCENTILES
+        load.PERCENTILES
     )
     assert report["fastest"] <= latencies[0]
     assert latencies == sorted(latencies)
@@ -139,13 +144,13 @@ def test_load_run_summary_adds_up(server: RunningServer, tmp_path: Path) -> None
     assert 0 < report["slowest"] <= report["total"]
 
 
-def test_load_summary_text_and_refusals_are_counted(server: RunningServer, tmp_path: Path) -> None:
+def test_load_summary_text_and_refusals_are_counted(server: ServedProcess, tmp_path: Path) -> None:
     # The same states with a stale expected_seq: every call is refused with ABORTED.
     items = json.loads((GHZ_DIR / "data" / "apply.json").read_text())[:5]
     stale = [{**item, "expected_seq": item.get("expected_seq", 0) + 1} for item in items]
     raw = {
         "call": "basra.v1.RulesService.Apply",
-        "host": server.address,
+        "host": server.target,
         "insecure": True,
         "total": 40,
         "concurrency": 4,
@@ -166,7 +171,7 @@ def test_load_summary_text_and_refusals_are_counted(server: RunningServer, tmp_p
 
 
 def test_rate_limited_duration_run_stays_within_its_rate(
-    server: RunningServer, tmp_path: Path
+    server: ServedProcess, tmp_path: Path
 ) -> None:
     raw = {**_raw(GHZ_DIR / "legal_moves.json"), "concurrency": 4, "connections": 2}
     report = json.loads(_load(server, tmp_path, raw, "--json", "--rps", "100", "-z", "500ms"))
@@ -175,21 +180,24 @@ def test_rate_limited_duration_run_stays_within_its_rate(
     assert sum(report["statusCodeDistribution"].values()) == report["count"]
 
 
-def test_a_method_the_server_lacks_is_refused_before_any_load(server: RunningServer) -> None:
-    with pytest.raises(loadgen.ConfigError, match="does not list"):
-        loadgen.request_class(server.address, "basra.v1.RulesService", "Shuffle")
-    with pytest.raises(loadgen.ConfigError, match="does not list"):
-        loadgen.request_class(server.address, "basra.v9.Nothing", "Apply")
+def test_a_method_the_server_lacks_is_refused_before_any_load(server: ServedProcess) -> None:
+    with pytest.raises(load.ConfigError, match="does not list"):
+        load.request_class(server.target, "basra.v1.RulesService", "Shuffle")
+    with pytest.raises(load.ConfigError, match="does not list"):
+        load.request_class(server.target, "basra.v9.Nothing", "Apply")
 
 
 def test_without_reflection_the_generated_code_names_the_request(tmp_path: Path) -> None:
-    with running_server(tmp_path, ["--no-reflection"]) as bare:
-        with pytest.raises(loadgen.ConfigError):
-            loadgen.request_class(bare.address, "basra.v1.RulesService", "Apply")
-        cls = loadgen.request_class(
-            bare.address, "basra.v1.RulesService", "Apply", use_reflection=False
+    bare = harness.start(["--no-reflection"], log_level="warning", cwd=REPO)
+    try:
+        with pytest.raises(load.ConfigError):
+            load.request_class(bare.target, "basra.v1.RulesService", "Apply")
+        cls = load.request_class(
+            bare.target, "basra.v1.RulesService", "Apply", use_reflection=False
         )
         assert cls.DESCRIPTOR.full_name == "basra.v1.ApplyRequest"
         raw = {**_raw(GHZ_DIR / "new_match.json"), "total": 20, "concurrency": 2, "connections": 1}
         report = json.loads(_load(bare, tmp_path, raw, "--json", "--no-reflection"))
         assert report["statusCodeDistribution"] == {"OK": 20}
+    finally:
+        bare.stop()

@@ -1,8 +1,9 @@
 // A real non-Python client of basra.v1.RulesService (@grpc/grpc-js + @grpc/proto-loader).
 //
-// The test starts the server itself as a child process on a free loopback port, waits for its
-// health to report SERVING, plays one whole hand (48 plays) from the legal moves the server
-// returns, checks how refusals are reported, and stops the server at the end.
+// The test starts the server itself as a child process on a loopback port the server chooses
+// (read from its "serving" log line), checks that its health reports SERVING, plays one whole
+// hand (48 plays) from the legal moves the server returns, checks how refusals are reported,
+// and stops the server at the end.
 //
 // Run from this folder: `npm ci && node --test`. The server command is
 // <repo>/.venv/bin/basra-rules unless BASRA_RULES_BIN names another executable.
@@ -10,8 +11,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
+import readline from 'node:readline';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -123,19 +124,6 @@ function serverCommand() {
   return fs.existsSync(venv) ? venv : 'basra-rules';
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.unref();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const deadline = (ms = CALL_DEADLINE_MS) => ({ deadline: new Date(Date.now() + ms) });
 
 function unary(client, method, request) {
@@ -147,56 +135,63 @@ function unary(client, method, request) {
 }
 
 async function startServer() {
-  // A port found free can be taken before the server binds it: try a few.
-  let lastOutput = '';
-  for (let attempt = 0; attempt < 3; attempt += 1) {
-    const port = await freePort();
-    const child = spawn(
-      serverCommand(),
-      ['serve', '--host', '127.0.0.1', '--port', String(port), '--metrics-port', '0',
-        '--log-level', 'warning'],
-      { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    let output = '';
-    child.stderr.on('data', (chunk) => {
-      output = (output + chunk.toString()).slice(-4000);
+  // The server binds a port of its own choosing (--port 0) and names it in its "serving" log
+  // line (JSON on standard output), so no other process can take the port in between.
+  const child = spawn(
+    serverCommand(),
+    ['serve', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-format', 'json'],
+    { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  const keep = (text) => {
+    output = (output + text).slice(-4000);
+  };
+  child.stderr.on('data', (chunk) => keep(chunk.toString()));
+  // If this test process dies first, take the server down too (its workers follow it).
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
+  child.on('exit', () => process.removeListener('exit', reap));
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`no "serving" log line within ${STARTUP_DEADLINE_MS} ms:\n${output}`));
+    }, STARTUP_DEADLINE_MS);
+    readline.createInterface({ input: child.stdout }).on('line', (text) => {
+      keep(`${text}\n`);
+      let line;
+      try {
+        line = JSON.parse(text);
+      } catch {
+        return;
+      }
+      if (line.event === 'serving') {
+        clearTimeout(timer);
+        resolve(line.port);
+      }
     });
-    // If this test process dies first, take the server down too (its workers follow it).
-    const reap = () => child.kill('SIGKILL');
-    process.once('exit', reap);
-    let exited = false;
     child.on('exit', (code, signal) => {
-      exited = true;
-      output += `\n[${serverCommand()} exited: code ${code}, signal ${signal}]`;
-      process.removeListener('exit', reap);
+      clearTimeout(timer);
+      reject(new Error(`[${serverCommand()} exited: code ${code}, signal ${signal}]\n${output}`));
     });
     child.on('error', (error) => {
-      exited = true;
-      output += `\n[cannot run ${serverCommand()}: ${error.message}]`;
+      clearTimeout(timer);
+      reject(new Error(`cannot run ${serverCommand()}: ${error.message}`));
     });
-    const address = `127.0.0.1:${port}`;
-    const health = new HealthClient(address, grpc.credentials.createInsecure());
-    const giveUp = Date.now() + STARTUP_DEADLINE_MS;
-    try {
-      while (!exited && Date.now() < giveUp) {
-        const status = await new Promise((resolve) => {
-          health.Check({ service: 'basra.v1.RulesService' }, deadline(1000), (error, reply) =>
-            resolve(error ? null : reply.status),
-          );
-        });
-        if (status === SERVING) return { child, address };
-        await sleep(100);
-      }
-    } finally {
-      health.close();
-    }
-    lastOutput = output;
-    if (!exited) {
-      child.kill('SIGKILL');
-      throw new Error(`server not SERVING within ${STARTUP_DEADLINE_MS} ms:\n${output}`);
-    }
+  });
+  const address = `127.0.0.1:${port}`;
+  // What a kubelet or a gateway would ask first: the rules service reports SERVING.
+  const health = new HealthClient(address, grpc.credentials.createInsecure());
+  try {
+    const status = await new Promise((resolve, reject) => {
+      health.Check({ service: 'basra.v1.RulesService' }, deadline(), (error, reply) =>
+        error ? reject(error) : resolve(reply.status),
+      );
+    });
+    assert.equal(status, SERVING);
+  } finally {
+    health.close();
   }
-  throw new Error(`server did not start:\n${lastOutput}`);
+  return { child, address };
 }
 
 function stopServer(child) {

@@ -9,16 +9,15 @@ import pytest
 from service_support import (
     Caller,
     InProcess,
-    ServerProcess,
     channel_caller,
     grpc_testing_caller,
     start_async,
-    start_process,
     start_sync,
 )
 
 from service.config import Config
 from service.server import make_handlers
+from testkit import harness
 
 TRANSPORTS = ("grpc_testing", "sync_server", "asyncio_server")
 
@@ -73,10 +72,8 @@ def sync_server() -> Iterator[InProcess]:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[ServerProcess]:
+def served() -> Iterator[harness.ServedProcess]:
     """`basra-rules serve` with two workers and metrics on, shared by a test module."""
-    from service_support import free_port
-
-    server = start_process("--port", "0", "--metrics-port", str(free_port()), "--workers", "2")
+    server = harness.start(["--workers", "2"], metrics=True)
     yield server
-    server.terminate()
+    server.stop()

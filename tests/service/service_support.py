@@ -1,18 +1,11 @@
-"""Helpers of the service tests: ways to call the service, states of given shapes, processes."""
+"""Helpers of the service tests: ways to call the service, states of given shapes."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
-import os
-import queue
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +16,11 @@ import grpc_testing
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 
 import engine
+from clients.refusals import error_infos
 from engine import Action, State, Status
 from service import convert
 from service.config import Config
@@ -39,7 +33,6 @@ from service.servicer import RulesServicer
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
-DETAILS_KEY = "grpc-status-details-bin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +51,6 @@ class Outcome:
         return self.infos[0]
 
 
-def infos_in(trailing: Any) -> tuple[error_details_pb2.ErrorInfo, ...]:
-    """Return the ErrorInfo details of a call's trailing metadata (and nothing else may be)."""
-    found: list[error_details_pb2.ErrorInfo] = []
-    for key, value in trailing or ():
-        if key != DETAILS_KEY:
-            continue
-        rich = status_pb2.Status.FromString(value)
-        for detail in rich.details:
-            info = error_details_pb2.ErrorInfo()
-            assert detail.Unpack(info), f"unexpected detail type {detail.type_url}"
-            found.append(info)
-    return tuple(found)
-
-
 Caller = Callable[[str, Message], Outcome]
 
 
@@ -86,7 +65,7 @@ def grpc_testing_caller(handlers: Handlers) -> Caller:
         response, trailing, code, details = rpc.termination()
         if code is grpc.StatusCode.OK:
             return Outcome(code, response)
-        return Outcome(code, None, details, infos_in(trailing))
+        return Outcome(code, None, details, error_infos(trailing))
 
     return call
 
@@ -100,7 +79,7 @@ def channel_caller(channel: grpc.Channel) -> Caller:
             response = getattr(stub, method)(request, timeout=10)
         except grpc.RpcError as error:
             trailing = error.trailing_metadata()
-            return Outcome(error.code(), None, error.details() or "", infos_in(trailing))
+            return Outcome(error.code(), None, error.details() or "", error_infos(trailing))
         return Outcome(grpc.StatusCode.OK, response)
 
     return call
@@ -171,21 +150,12 @@ def _replace_host(config: Config) -> Config:
     return replace(config, host="127.0.0.1")
 
 
-def free_port() -> int:
-    """Return a TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # ---- states of given shapes, found by playing deterministic matches with the engine ----
 
 
 def first_choice(state: State) -> Action:
     """A deterministic legal action: the first card, with its first plan if it has any."""
-    assert state.to_move is not None
-    move = engine.legal_moves(state)[0]
-    return Action(state.to_move, move.card, plan_id=1 if move.plans else None, trail=move.trails)
+    return next(engine.legal_actions(state))
 
 
 def states_of(seed: bytes) -> Iterator[tuple[State, Action | None]]:
@@ -232,103 +202,3 @@ def finished_match(seed: bytes) -> tuple[State, list[Action]]:
             actions.append(action)
     assert final is not None
     return final, actions
-
-
-def action_proto(action: Action) -> pb.Action:
-    """The message of an engine action (plan id or trail, as first_choice makes them)."""
-    message = pb.Action(seat=action.seat, card=engine.code(action.card))
-    if action.plan_id is not None:
-        message.plan_id = action.plan_id
-    elif action.trail:
-        message.trail = True
-    return message
-
-
-# ---- the server as its own process ----
-
-
-def command() -> list[str]:
-    """The console command `basra-rules` of this environment."""
-    script = Path(sys.executable).parent / "basra-rules"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
-
-
-@dataclass
-class ServerProcess:
-    """`basra-rules serve` running as a child process; its log lines are collected."""
-
-    process: subprocess.Popen[str]
-    lines: queue.Queue[dict[str, Any]]
-    seen: list[dict[str, Any]] = field(default_factory=list)
-    port: int = 0
-    metrics_port: int | None = None
-
-    def wait_for(self, event: str, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
-        """Wait for a log line with this event (and matching fields); return it."""
-        deadline = time.monotonic() + timeout
-        for line in self.seen:
-            if line.get("event") == event and all(line.get(k) == v for k, v in match.items()):
-                return line
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no {event!r} log line within {timeout} s: {self.seen[-5:]}")
-            try:
-                line = self.lines.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            self.seen.append(line)
-            if line.get("event") == event and all(line.get(k) == v for k, v in match.items()):
-                return line
-
-    def drain(self) -> list[dict[str, Any]]:
-        """Every log line so far."""
-        while True:
-            try:
-                self.seen.append(self.lines.get_nowait())
-            except queue.Empty:
-                return self.seen
-
-    def terminate(self, timeout: float = 30.0) -> int:
-        """Send SIGTERM and wait for the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def kill(self) -> None:
-        """Stop at once (cleanup after a failed test)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
-def start_process(*flags: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """Start `basra-rules serve` on 127.0.0.1 with the given flags; wait until it serves."""
-    process = subprocess.Popen(
-        [*command(), "serve", "--host", "127.0.0.1", "--log-format", "json", *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-    )
-    lines: queue.Queue[dict[str, Any]] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for text in process.stdout:
-            try:
-                lines.put(json.loads(text))
-            except json.JSONDecodeError:
-                lines.put({"event": "<not json>", "text": text.rstrip()})
-
-    threading.Thread(target=read, daemon=True).start()
-    server = ServerProcess(process, lines)
-    try:
-        serving = server.wait_for("serving")
-    except AssertionError:
-        server.kill()
-        raise
-    server.port = serving["port"]
-    server.metrics_port = serving["metrics_port"]
-    return server

@@ -15,12 +15,12 @@ from service_support import (
     InProcess,
     channel_caller,
     grpc_testing_caller,
-    infos_in,
     start_async,
     start_sync,
 )
 
 import engine
+from clients.refusals import error_infos
 from service.config import Config
 from service.handlers import Handlers
 
@@ -92,7 +92,7 @@ def test_unreadable_bodies_are_refused_not_internal(server: InProcess) -> None:
             raw(body, timeout=5)
         error = raised.value
         assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
-        (info,) = infos_in(error.trailing_metadata())
+        (info,) = error_infos(error.trailing_metadata())
         assert info.reason == "MALFORMED_REQUEST" and info.domain == "basra.v1"
         assert info.metadata["messageType"] == "ApplyRequest"
 

@@ -16,7 +16,11 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from service_support import REPO, ServerProcess, command, start_process
+from service_support import REPO
+
+from testkit import harness
+from testkit.harness import ServedProcess, command
+from testkit.ports import reserved_port
 
 SEED = b"process-tests"
 CLEAN_ENDINGS = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
@@ -30,7 +34,7 @@ def _stub(port: int) -> tuple[grpc.Channel, rules_pb2_grpc.RulesServiceStub]:
     return channel, rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
-def _scrape(server: ServerProcess) -> dict[str, float]:
+def _scrape(server: ServedProcess) -> dict[str, float]:
     url = f"http://127.0.0.1:{server.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=5) as response:
         text = response.read().decode()
@@ -42,7 +46,7 @@ def _scrape(server: ServerProcess) -> dict[str, float]:
     return samples
 
 
-def _calls(server: ServerProcess, channels: int, matches_each: int) -> int:
+def _calls(server: ServedProcess, channels: int, matches_each: int) -> int:
     """Start matches and play a few moves on several connections; return the number of calls."""
     made = 0
     for n in range(channels):
@@ -59,11 +63,11 @@ def _calls(server: ServerProcess, channels: int, matches_each: int) -> int:
     return made
 
 
-def _rpc_workers(server: ServerProcess) -> set[int]:
-    return {line["worker"] for line in server.drain() if line.get("event") == "rpc"}
+def _rpc_workers(server: ServedProcess) -> set[int]:
+    return {line["worker"] for line in server.log_lines() if line.get("event") == "rpc"}
 
 
-def test_metrics_are_aggregated_across_workers(served: ServerProcess) -> None:
+def test_metrics_are_aggregated_across_workers(served: ServedProcess) -> None:
     """/metrics on the parent holds the sums of both workers' series, histogram included."""
     before = _scrape(served)
     made = 0
@@ -93,7 +97,7 @@ def test_metrics_are_aggregated_across_workers(served: ServerProcess) -> None:
     assert 'basra_plan_generation_seconds_bucket{le="0.1"}' in after
 
 
-def test_refusals_are_counted_by_reason(served: ServerProcess) -> None:
+def test_refusals_are_counted_by_reason(served: ServedProcess) -> None:
     """A refused call shows up in basra_refusals_total under its reason."""
     name = 'basra_refusals_total{grpc_method="Apply",reason="SEQ_MISMATCH"}'
     before = _scrape(served).get(name, 0.0)
@@ -108,7 +112,7 @@ def test_refusals_are_counted_by_reason(served: ServerProcess) -> None:
     assert _scrape(served).get(name, 0.0) == before + 1
 
 
-def test_play_finishes_a_match_against_the_server(served: ServerProcess) -> None:
+def test_play_finishes_a_match_against_the_server(served: ServedProcess) -> None:
     """`basra-rules play` plays a whole match and prints it, ending with the winner."""
     done = subprocess.run(
         [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de"],
@@ -126,7 +130,21 @@ def test_play_finishes_a_match_against_the_server(served: ServerProcess) -> None
     assert "wins" in lines[-1]
 
 
-def test_a_dead_worker_is_replaced(served: ServerProcess) -> None:
+def test_play_names_the_reason_of_a_refused_call(served: ServedProcess) -> None:
+    """A seed the server refuses ends `play` with exit 1 and the refusal's code and reason."""
+    done = subprocess.run(
+        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("call failed: INVALID_ARGUMENT INVALID_SEED: ")
+
+
+def test_a_dead_worker_is_replaced(served: ServedProcess) -> None:
     """Killing a worker: the parent logs it, starts another, and the service keeps answering."""
     serving = served.wait_for("serving")
     victim = serving["pids"][0]
@@ -136,6 +154,23 @@ def test_a_dead_worker_is_replaced(served: ServerProcess) -> None:
     replaced = served.wait_for("worker replaced", timeout=60)
     assert replaced["pid"] not in serving["pids"]
     assert _calls(served, channels=4, matches_each=1) == 8
+
+
+def test_a_reserved_port_is_kept_from_others_until_the_server_binds_it() -> None:
+    """While held, no bind(0) is given the port and a plain bind fails; the server takes it."""
+    with reserved_port() as port:
+        for _ in range(200):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+                other.bind(("127.0.0.1", 0))
+                assert other.getsockname()[1] != port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))
+        server = harness.start(["--port", str(port), "--metrics-port", "0"], cwd=REPO)
+    try:
+        assert server.port == port
+        assert _calls(server, channels=1, matches_each=1) == 2
+    finally:
+        assert server.stop() == 0
 
 
 def test_configuration_errors_stop_the_command() -> None:
@@ -180,7 +215,7 @@ def test_configuration_errors_stop_the_command() -> None:
     assert taken.returncode == 1 and "cannot reserve the gRPC port" in taken.stdout
 
 
-def test_a_served_port_is_not_shared_by_a_second_server(served: ServerProcess) -> None:
+def test_a_served_port_is_not_shared_by_a_second_server(served: ServedProcess) -> None:
     """A second server on a port already served (or a taken metrics port) exits 1."""
     for flags in (
         ["--port", str(served.port), "--metrics-port", "0"],
@@ -255,9 +290,7 @@ class Burst:
 @pytest.mark.parametrize("io", ["sync", "asyncio"])
 def test_sigterm_during_a_burst_drains_cleanly(io: str) -> None:
     """SIGTERM mid-burst: health turns NOT_SERVING, calls complete or fail cleanly, exit 0."""
-    server = start_process(
-        "--port", "0", "--metrics-port", "0", "--workers", "2", "--grace-seconds", "5", "--io", io
-    )
+    server = harness.start(["--workers", "2", "--grace-seconds", "5", "--io", io])
     try:
         watch_channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
         stub = health_pb2_grpc.HealthStub(watch_channel)
@@ -273,7 +306,7 @@ def test_sigterm_during_a_burst_drains_cleanly(io: str) -> None:
         watch.cancel()
         watch_channel.close()
         burst.join(30)
-        code = server.process.wait(30)
+        code = server.wait(30)
     finally:
         server.kill()
     serving = health_pb2.HealthCheckResponse
@@ -284,6 +317,6 @@ def test_sigterm_during_a_burst_drains_cleanly(io: str) -> None:
     failures = [c for c in burst.outcomes if c is not grpc.StatusCode.OK]
     assert succeeded >= 200
     assert set(failures) <= CLEAN_ENDINGS, failures
-    events = [line.get("event") for line in server.drain()]
+    events = [line.get("event") for line in server.log_lines()]
     assert events.count("worker stopping") == 2 and events.count("worker stopped") == 2
     assert events[-1] == "stopped"

@@ -9,7 +9,6 @@ from basra.v1 import rules_pb2 as pb
 from conftest import MakeCaller
 from service_support import (
     Caller,
-    action_proto,
     find_state,
     finished_match,
     first_choice,
@@ -21,6 +20,7 @@ from service_support import (
 import engine
 from service import convert
 from service.config import Config
+from testkit.actions import action_to_proto
 
 SEED = b"service-rpc-tests"
 
@@ -107,7 +107,7 @@ def test_apply_plays_a_whole_match_like_the_engine(call: Caller) -> None:
         if action is None:
             break
         request = pb.ApplyRequest(
-            state=result.state, action=action_proto(action), expected_seq=state.seq
+            state=result.state, action=action_to_proto(action), expected_seq=state.seq
         )
         outcome = call("Apply", request)
         assert outcome.code is grpc.StatusCode.OK, outcome
@@ -129,7 +129,7 @@ def test_apply_with_a_stale_expected_seq_is_aborted(call: Caller) -> None:
     """expected_seq that differs from the state's seq: ABORTED, SEQ_MISMATCH, both values named."""
     result = _new(call)
     state = engine.new_match(SEED)[0]
-    action = action_proto(first_choice(state))
+    action = action_to_proto(first_choice(state))
     outcome = call("Apply", pb.ApplyRequest(state=result.state, action=action, expected_seq=5))
     assert outcome.code is grpc.StatusCode.ABORTED
     assert outcome.info.reason == "SEQ_MISMATCH"
@@ -354,7 +354,7 @@ def test_player_view_refuses_a_missing_or_unknown_seat(call: Caller) -> None:
 def test_replay_rebuilds_the_match(call: Caller) -> None:
     """Replaying every action gives the final state and every event; nothing is refused."""
     final, actions = finished_match(SEED)
-    request = pb.ReplayRequest(seed=SEED, actions=[action_proto(a) for a in actions])
+    request = pb.ReplayRequest(seed=SEED, actions=[action_to_proto(a) for a in actions])
     outcome = call("Replay", request)
     assert outcome.code is grpc.StatusCode.OK
     response = outcome.response
@@ -367,7 +367,7 @@ def test_replay_rebuilds_the_match(call: Caller) -> None:
 def test_replay_reports_the_first_refused_action(call: Caller) -> None:
     """A refused or unreadable action stops the replay; its index and reason are reported."""
     _, actions = finished_match(SEED)
-    messages = [action_proto(a) for a in actions[:10]]
+    messages = [action_to_proto(a) for a in actions[:10]]
     wrong_turn = pb.Action(seat=1 - messages[5].seat, card=messages[5].card)
     outcome = call(
         "Replay", pb.ReplayRequest(seed=SEED, actions=[*messages[:5], wrong_turn, *messages[6:]])
@@ -387,7 +387,7 @@ def test_replay_limits(call_with: MakeCaller) -> None:
     """More actions than allowed: RESOURCE_EXHAUSTED, TOO_MANY_ACTIONS; the limit itself is fine."""
     call = call_with(Config(max_replay_actions=3))
     _, actions = finished_match(SEED)
-    messages = [action_proto(a) for a in actions]
+    messages = [action_to_proto(a) for a in actions]
     at_limit = call("Replay", pb.ReplayRequest(seed=SEED, actions=messages[:3]))
     assert at_limit.code is grpc.StatusCode.OK and at_limit.response.state.seq == 3
     past = call("Replay", pb.ReplayRequest(seed=SEED, actions=messages[:4]))

@@ -7,9 +7,10 @@ from dataclasses import fields
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from service_support import finished_match, infos_in, states_of
+from service_support import finished_match, states_of
 
 import engine
+from clients.refusals import error_infos
 from service import convert, errors
 from service.config import Config, ConfigError, env_name, flag_name, load
 from service.handlers import Handlers
@@ -166,7 +167,7 @@ def test_a_refusal_status_carries_exactly_one_error_info() -> None:
     )
     status = refusal.status()
     assert status.code is grpc.StatusCode.RESOURCE_EXHAUSTED and status.details == "Too hard."
-    (info,) = infos_in(status.trailing_metadata)
+    (info,) = error_infos(status.trailing_metadata)
     assert (info.reason, info.domain) == ("STATE_TOO_COMPLEX", "basra.v1")
     assert dict(info.metadata) == {"workLimit": "5", "work": "9"}
     assert errors.reason_in(status.trailing_metadata) == "STATE_TOO_COMPLEX"

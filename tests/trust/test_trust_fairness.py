@@ -12,28 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine import Action, CardsDealt, Event, FloorFixed, HiddenDeal, Status, rng
+from engine import Action, CardsDealt, Event, FloorFixed, HiddenDeal, rng
 from engine.cards import parse_cards
 from engine.fairness import Finding, actions_from_events, hand_deals, verify
 from engine.replay import ReplayResult
+from testkit.actions import play_match
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "determinism.md"
 
 
 def play(seed: bytes, rnd: random.Random) -> tuple[list[Action], list[tuple[Event, ...]]]:
-    """Play a whole match with random legal plan choices; return actions and events per call."""
-    state, first = engine.new_match(seed)
-    actions: list[Action] = []
-    calls: list[tuple[Event, ...]] = [first]
-    while state.status is Status.IN_PROGRESS:
-        assert state.to_move is not None
-        move = rnd.choice(engine.legal_moves(state))
-        plan = rnd.randint(1, len(move.plans)) if move.plans else None
-        action = Action(state.to_move, move.card, plan_id=plan, trail=move.trails)
-        state, events = engine.apply(state, action)
-        actions.append(action)
-        calls.append(events)
-    return actions, calls
+    """Play a whole match with random legal actions; return actions and events per call."""
+    played = play_match(seed, rnd, any_spelling=False)
+    return list(played.actions), list(played.events)
 
 
 def seen_by(calls: list[tuple[Event, ...]], seat: int) -> list[Event | HiddenDeal]:

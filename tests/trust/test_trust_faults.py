@@ -14,7 +14,7 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 
-from service import harness
+from testkit import harness
 
 TIMEOUT = 10.0
 # Generous for a loaded 2-core CI machine; RELIABILITY.md records the time measured.

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 import engine
 from engine import State, Status
-from service import convert, harness
+from service import convert
+from testkit import harness
+from testkit.actions import action_to_proto, random_action
 
 CODES = frozenset(engine.code(c) for c in range(52))
 TIMEOUT = 10.0
@@ -29,7 +31,7 @@ TIMEOUT = 10.0
 @pytest.fixture(scope="module")
 def server() -> Iterator[harness.ServedProcess]:
     """A one-worker server logging at debug, so every line it can write is written."""
-    served = harness.start(["--workers", "1", "--log-level", "debug"])
+    served = harness.start(["--workers", "1"], log_level="debug")
     yield served
     served.stop()
 
@@ -109,17 +111,9 @@ def test_no_view_and_no_seat_event_shows_what_the_seat_may_not_see(
                 check_view(view, state, seat)
         if state.status is Status.OVER:
             break
-        assert state.to_move is not None
-        move = rnd.choice(engine.legal_moves(state))
-        action = engine.Action(
-            state.to_move,
-            move.card,
-            plan_id=rnd.randint(1, len(move.plans)) if move.plans else None,
-        )
+        action = random_action(state, rnd)
         state, _ = engine.apply(state, action)
-        message = pb.Action(seat=action.seat, card=engine.code(action.card))
-        if action.plan_id is not None:
-            message.plan_id = action.plan_id
+        message = action_to_proto(action)
         result = stub.Apply(pb.ApplyRequest(state=result.state, action=message), timeout=TIMEOUT)
         assert result.state == convert.state_to_proto(state)
         check_seat_events(result)
@@ -161,11 +155,8 @@ def test_the_logs_of_a_whole_match_hold_no_seed_and_no_card(
             with pytest.raises(grpc.RpcError) as refused:
                 stub.Apply(pb.ApplyRequest(state=wire, action=wrong), timeout=TIMEOUT)
             assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        move = rnd.choice(engine.legal_moves(state))
-        action = engine.Action(seat, move.card, plan_id=1 if move.plans else None)
-        message = pb.Action(seat=seat, card=engine.code(move.card))
-        if move.plans:
-            message.plan_id = 1
+        action = random_action(state, rnd)
+        message = action_to_proto(action)
         result = stub.Apply(pb.ApplyRequest(state=wire, action=message), timeout=TIMEOUT)
         state, _ = engine.apply(state, action)
         actions.append(message)

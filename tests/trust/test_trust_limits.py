@@ -14,27 +14,12 @@ from engine import Action, State, Status
 from engine.plans import plan_work
 from service import convert
 from service.config import Config
+from testkit.actions import action_to_proto, play_match
 
 
 def _match(seed: bytes) -> tuple[list[State], list[Action]]:
-    rnd = random.Random(seed)
-    state, _ = engine.new_match(seed)
-    states, actions = [state], []
-    while state.status is Status.IN_PROGRESS:
-        assert state.to_move is not None
-        move = rnd.choice(engine.legal_moves(state))
-        action = Action(state.to_move, move.card, plan_id=1 if move.plans else None)
-        state, _ = engine.apply(state, action)
-        states.append(state)
-        actions.append(action)
-    return states, actions
-
-
-def _action(action: Action) -> pb.Action:
-    message = pb.Action(seat=action.seat, card=engine.code(action.card))
-    if action.plan_id is not None:
-        message.plan_id = action.plan_id
-    return message
+    played = play_match(seed, random.Random(seed), any_spelling=False)
+    return list(played.states), list(played.actions)
 
 
 def _hand_work(state: State) -> int:
@@ -91,11 +76,12 @@ def test_replay_of_exactly_the_most_actions_is_served_and_one_more_refused(
     limit = len(actions)
     with serving(Config(max_replay_actions=limit)) as stub:
         done = stub.Replay(
-            pb.ReplayRequest(seed=seed, actions=[_action(a) for a in actions]), timeout=TIMEOUT
+            pb.ReplayRequest(seed=seed, actions=[action_to_proto(a) for a in actions]),
+            timeout=TIMEOUT,
         )
         assert not done.HasField("refused_index")
         assert done.state.status == pb.STATUS_OVER
-        extra = [_action(a) for a in actions] + [_action(actions[0])]
+        extra = [action_to_proto(a) for a in actions] + [action_to_proto(actions[0])]
         with pytest.raises(grpc.RpcError) as refused:
             stub.Replay(pb.ReplayRequest(seed=seed, actions=extra), timeout=TIMEOUT)
         code, reason, metadata = refusal(refused.value)
@@ -110,7 +96,9 @@ def test_a_replay_limit_of_zero_allows_only_the_deal(
     with serving(Config(max_replay_actions=0)) as stub:
         assert stub.Replay(pb.ReplayRequest(seed=seed), timeout=TIMEOUT).state.seq == 0
         with pytest.raises(grpc.RpcError) as refused:
-            stub.Replay(pb.ReplayRequest(seed=seed, actions=[_action(actions[0])]), timeout=TIMEOUT)
+            stub.Replay(
+                pb.ReplayRequest(seed=seed, actions=[action_to_proto(actions[0])]), timeout=TIMEOUT
+            )
         assert refusal(refused.value)[1] == "TOO_MANY_ACTIONS"
 
 
@@ -168,7 +156,7 @@ def test_a_response_past_the_size_limit_is_refused_with_its_reason(
 ) -> None:
     """The limit bounds answers too: a long replay's answer cannot exceed it."""
     seed, actions = whole_match
-    request = pb.ReplayRequest(seed=seed, actions=[_action(a) for a in actions[:60]])
+    request = pb.ReplayRequest(seed=seed, actions=[action_to_proto(a) for a in actions[:60]])
     with serving(Config()) as stub:
         size = stub.Replay(request, timeout=TIMEOUT).ByteSize()
     assert request.ByteSize() < 1024 < size

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from basra.v1 import rules_pb2 as pb
 
-from service import harness, soak
+from testkit import harness, soak
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from trust_support import served_port
 
-from service import harness
 from service.config import Config
+from testkit import harness
 
 TIMEOUT = 10.0
 

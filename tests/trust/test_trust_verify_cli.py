@@ -16,8 +16,10 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
-from service import verify
+from clients import verify
+from service import convert
 from service.handlers import Handlers
+from testkit.actions import action_to_proto, random_action
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,10 +33,7 @@ def _record(seat: int, with_actions: bool) -> dict[str, Any]:
     events = list(result.seat_events[seat].events)
     actions = []
     while result.legal_moves.HasField("seat"):
-        move = rnd.choice(result.legal_moves.moves)
-        action = pb.Action(seat=result.legal_moves.seat, card=move.card)
-        if move.plans:
-            action.plan_id = rnd.randint(1, len(move.plans))
+        action = action_to_proto(random_action(convert.state_from_proto(result.state), rnd))
         result = handlers.apply(pb.ApplyRequest(state=result.state, action=action))
         events.extend(result.seat_events[seat].events)
         actions.append(action)
@@ -116,7 +115,7 @@ def test_the_module_runs_as_a_command(record: dict[str, Any], tmp_path: Path) ->
     path = tmp_path / "record.json"
     path.write_text(json.dumps(record))
     done = subprocess.run(
-        [sys.executable, "-m", "service.verify", str(path)],
+        [sys.executable, "-m", "clients.verify", str(path)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 from basra.v1 import rules_pb2_grpc
-from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
+from clients.refusals import error_infos
 from service.config import Config
 from service.interceptors import CallObserver
 from service.logs import make_logger
@@ -45,9 +45,6 @@ def serving(config: Config) -> Iterator[Any]:
 def refusal(error: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, str]]:
     """The code, ErrorInfo reason and metadata of a refused call."""
     trailing: Any = error.trailing_metadata()
-    for key, value in trailing or ():
-        if key == "grpc-status-details-bin":
-            info = error_details_pb2.ErrorInfo()
-            assert status_pb2.Status.FromString(value).details[0].Unpack(info)
-            return error.code(), info.reason, dict(info.metadata)
-    raise AssertionError(f"no ErrorInfo on {error}")
+    infos = error_infos(trailing)
+    assert infos, f"no ErrorInfo on {error}"
+    return error.code(), infos[0].reason, dict(infos[0].metadata)

@@ -1,8 +1,12 @@
-"""`basra-rules serve` as a child process on loopback, for soak runs, fuzzing and fault tests.
+"""`basra-rules serve` as a child process on loopback: the one way tests, benchmarks and the
+soak start the server.
 
-The server is started on a port of its own choosing (--port 0) and found through its
-"serving" log line; its JSON log lines are collected as they come. Worker processes and
-their memory are read from /proc, so no extra package is needed.
+The server binds a port of its own choosing (--port 0) and says which in its "serving" log
+line, which is read back here, so no other process can take the port in between. Where a
+port number is needed before the start (metrics on, or a log level that hides the "serving"
+line), testkit.ports holds it until the server has bound it. The JSON log lines are collected
+as they come. Worker processes and their memory are read from /proc, so no extra package is
+needed.
 """
 
 from __future__ import annotations
@@ -15,18 +19,25 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LOOPBACK = "127.0.0.1"
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from testkit.ports import LOOPBACK, reserved_port
+
 START_SECONDS = 60.0
+# Log levels at which the supervisor's "serving" line (an info line) is not written.
+QUIET_LEVELS = ("warning", "error")
 
 
 def command() -> list[str]:
     """The `basra-rules` console command of this environment (or its module form)."""
     script = Path(sys.executable).parent / "basra-rules"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "clients.cli"]
 
 
 def children(pid: int) -> list[int]:
@@ -77,11 +88,14 @@ class ServedProcess:
 
     process: subprocess.Popen[str]
     port: int = 0
+    metrics_port: int | None = None
+    """The /metrics port (None: metrics off)."""
     raw: list[str] = field(default_factory=list)
     lines: list[dict[str, Any]] = field(default_factory=list)
     arrived: threading.Condition = field(default_factory=threading.Condition)
     keep_calls: bool = True
     """Whether to keep the per-call "rpc" lines (a long soak drops them to save memory)."""
+    reader: threading.Thread | None = None
 
     @property
     def target(self) -> str:
@@ -104,6 +118,11 @@ class ServedProcess:
             ready |= {line["pid"] for line in self.find("worker replaced")}
         return [pid for pid in self.workers() if pid in ready]
 
+    def log_lines(self) -> list[dict[str, Any]]:
+        """Every log line so far, parsed."""
+        with self.arrived:
+            return list(self.lines)
+
     def log_text(self) -> str:
         """Everything the server printed so far."""
         with self.arrived:
@@ -118,7 +137,9 @@ class ServedProcess:
                 if line.get("event") == event and all(line.get(k) == v for k, v in match.items())
             ]
 
-    def wait_for(self, event: str, timeout: float, count: int = 1, **match: Any) -> dict[str, Any]:
+    def wait_for(
+        self, event: str, timeout: float = 30.0, count: int = 1, **match: Any
+    ) -> dict[str, Any]:
         """Wait until `count` log lines with this event (and fields) have come; return the last."""
         deadline = time.monotonic() + timeout
         with self.arrived:
@@ -132,15 +153,28 @@ class ServedProcess:
                     raise TimeoutError(f"no {event!r} log line within {timeout} s; last: {tail}")
                 self.arrived.wait(min(remaining, 0.5))
 
+    def wait(self, timeout: float = 30.0) -> int:
+        """Wait for the exit and for the log to be read to its end; return the exit code."""
+        code = self.process.wait(timeout)
+        if self.reader is not None:
+            self.reader.join(timeout)
+        return code
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then wait; kill past the timeout. Return the exit code."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout)
+            return self.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            return self.process.wait(10)
+            return self.wait(10)
+
+    def kill(self) -> None:
+        """Stop at once (the cleanup after a failed test)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.wait(10)
 
     def _read(self) -> None:
         stream = self.process.stdout
@@ -160,40 +194,77 @@ class ServedProcess:
                 self.arrived.notify_all()
 
 
+def wait_healthy(target: str, process: subprocess.Popen[str], timeout: float) -> None:
+    """Wait until the gRPC health check at `target` answers SERVING, while `process` runs."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+    raise TimeoutError(f"no SERVING health answer at {target} within {timeout} s")
+
+
 def start(
     flags: Sequence[str] = (),
+    *,
     env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
+    inherit_env: bool = True,
+    cwd: str | Path | None = None,
+    log_level: str = "info",
+    metrics: bool = False,
     keep_calls: bool = True,
 ) -> ServedProcess:
-    """Start `basra-rules serve` on loopback with JSON logs and the given flags; wait for it."""
-    process = subprocess.Popen(
-        [
-            *command(),
-            "serve",
-            "--host",
-            LOOPBACK,
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--log-format",
-            "json",
-            *flags,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-    )
-    served = ServedProcess(process, keep_calls=keep_calls)
-    threading.Thread(target=served._read, name="server-log", daemon=True).start()
-    try:
-        serving = served.wait_for("serving", START_SECONDS)
-    except TimeoutError:
-        served.stop(5)
-        raise
-    served.port = int(serving["port"])
-    return served
+    """Start `basra-rules serve` on loopback with JSON logs and the given flags; wait for it.
+
+    `env` is added to this process's environment (to nothing but `env` when `inherit_env`
+    is false). With `metrics`, /metrics is served on a port held free until the server binds
+    it; without, metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
+    is held the same way and the server counts as started once its health check says SERVING.
+    """
+    with ExitStack() as holding:
+        quiet = log_level in QUIET_LEVELS
+        port = holding.enter_context(reserved_port()) if quiet else 0
+        metrics_port = holding.enter_context(reserved_port()) if metrics else 0
+        process = subprocess.Popen(
+            [
+                *command(),
+                "serve",
+                "--host",
+                LOOPBACK,
+                "--port",
+                str(port),
+                "--metrics-port",
+                str(metrics_port),
+                "--log-format",
+                "json",
+                "--log-level",
+                log_level,
+                *flags,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**(os.environ if inherit_env else {}), **(env or {})},
+            cwd=cwd,
+        )
+        served = ServedProcess(process, port, metrics_port or None, keep_calls=keep_calls)
+        served.reader = threading.Thread(target=served._read, name="server-log", daemon=True)
+        served.reader.start()
+        try:
+            if quiet:
+                wait_healthy(served.target, process, START_SECONDS)
+            else:
+                serving = served.wait_for("serving", START_SECONDS)
+                served.port = int(serving["port"])
+                served.metrics_port = serving["metrics_port"]
+        except TimeoutError:
+            served.stop(5)
+            raise TimeoutError(f"the server did not start: {served.log_text()[-2000:]}") from None
+        return served

@@ -9,9 +9,9 @@ paced by one shared clock to the requested rate. The report gives calls per meth
 refusals, errors (any other answer, with samples), and the memory of each worker process at
 start and end.
 
-    python -m service.soak --duration 600 --rate 100          # starts its own 2-worker server
-    python -m service.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
-    python -m service.soak --target 127.0.0.1:50051 --server-pid PID
+    python -m testkit.soak --duration 600 --rate 100          # starts its own 2-worker server
+    python -m testkit.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
+    python -m testkit.soak --target 127.0.0.1:50051 --server-pid PID
 """
 
 from __future__ import annotations
@@ -38,8 +38,11 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 import engine
+from clients.refusals import reason_of
 from engine import Action, Event, State, Status
-from service import convert, errors, harness
+from service import convert, errors
+from testkit import harness
+from testkit.actions import action_to_proto, random_action
 
 CALL_TIMEOUT = 10.0
 # Fractions of plays that also look at the state, or that first send a request that must fail.
@@ -133,7 +136,7 @@ class Table:
         try:
             self.call(method, request)
         except grpc.RpcError as error:
-            got = (error.code(), _reason(error))
+            got = (error.code(), reason_of(error))
             if got != (code, reason):
                 raise Mismatch(f"{method} refused with {got}, expected {(code, reason)}") from None
             self.tally.refused(reason)
@@ -157,9 +160,9 @@ class Table:
                 self._look(wire, state)
             if rnd.random() < WRONG_SHARE:
                 self._wrong(wire, state)
-            action = _random_action(state, rnd)
+            action = random_action(state, rnd, any_spelling=True)
             request = pb.ApplyRequest(
-                **wire, action=_action_proto(action, rnd), expected_seq=state.seq
+                **wire, action=action_to_proto(action), expected_seq=state.seq
             )
             result = self.call("Apply", request)
             state, events = engine.apply(state, action)
@@ -171,7 +174,7 @@ class Table:
         replay = self.call(
             "Replay",
             pb.ReplayRequest(
-                seed=seed, actions=[_action_proto(a, rnd) for a in actions], labels=labels
+                seed=seed, actions=[action_to_proto(a) for a in actions], labels=labels
             ),
         )
         _same("Replay state", replay.state, convert.state_to_proto(state))
@@ -204,12 +207,6 @@ class Table:
             action = pb.Action(seat=state.to_move, card=card)
             request = pb.ApplyRequest(**wire, action=action, expected_seq=state.seq + 1)
             self.refused("Apply", request, grpc.StatusCode.ABORTED, errors.SEQ_MISMATCH)
-
-
-def _reason(error: grpc.RpcError) -> str | None:
-    """The ErrorInfo reason of a failed call."""
-    trailing: Any = error.trailing_metadata()
-    return errors.reason_in(trailing)
 
 
 def _carried(result: pb.NewMatchResponse | pb.ApplyResponse) -> dict[str, Any]:
@@ -247,34 +244,6 @@ def _same_result(
         convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
     )
     _same(f"{method} seed_commitment", result.seed_commitment, hashlib.sha256(state.seed).digest())
-
-
-def _random_action(state: State, rnd: random.Random) -> Action:
-    """A random legal action of the seat to move."""
-    assert state.to_move is not None
-    move = rnd.choice(engine.legal_moves(state))
-    if not move.plans:
-        return Action(state.to_move, move.card, trail=rnd.random() < 0.5)
-    plan = rnd.choice(move.plans)
-    if len(move.plans) == 1 and rnd.random() < 0.3:
-        return Action(state.to_move, move.card)
-    if rnd.random() < 0.5:
-        return Action(state.to_move, move.card, plan_id=plan.id)
-    return Action(state.to_move, move.card, capture=plan.cards)
-
-
-def _action_proto(action: Action, rnd: random.Random) -> pb.Action:
-    """The message of an action; capture sets are sent in a random order."""
-    message = pb.Action(seat=action.seat, card=engine.code(action.card))
-    if action.plan_id is not None:
-        message.plan_id = action.plan_id
-    elif action.capture is not None:
-        cards = engine.codes(action.capture)
-        rnd.shuffle(cards)
-        message.capture.cards.extend(cards)
-    elif action.trail:
-        message.trail = True
-    return message
 
 
 @dataclass(frozen=True)
@@ -472,7 +441,7 @@ def _kill_workers(
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: soak a server (started here unless --target is given); 1 on any error."""
     parser = argparse.ArgumentParser(
-        prog="python -m service.soak", description=__doc__.split("\n")[0]
+        prog="python -m testkit.soak", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--target", help="host:port of a running server (loopback only)")
     parser.add_argument("--server-pid", type=int, help="supervisor pid of --target, for memory")

@@ -30,20 +30,7 @@ from typing import Any, TextIO
 from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
-from engine import (
-    Action,
-    Captured,
-    CardPlayed,
-    CardsDealt,
-    Event,
-    FloorFixed,
-    HandStarted,
-    HiddenDeal,
-    RuleError,
-    Trailed,
-    parse_card,
-)
-from engine.cards import Card
+from engine import Action, Event, HiddenDeal, RuleError
 from engine.fairness import Verdict, actions_from_events, verify
 from service import convert
 
@@ -67,38 +54,18 @@ def _bytes(record: dict[str, Any], key: str, override: str | None) -> bytes:
         raise RecordError(f"{key!r} is not readable: {error}") from None
 
 
-def _cards(texts: Sequence[str]) -> tuple[Card, ...]:
-    return tuple(parse_card(t) for t in texts)
-
-
-def event_from_proto(message: pb.Event) -> Event | HiddenDeal | None:
-    """The engine event of a message, for the kinds the check reads (None for the others)."""
-    kind = message.WhichOneof("kind")
-    if kind == "hand_started":
-        return HandStarted(message.hand_started.hand_number, message.hand_started.dealer)
-    if kind == "cards_dealt":
-        dealt = message.cards_dealt
-        return CardsDealt(dealt.seat if dealt.HasField("seat") else None, _cards(dealt.cards))
-    if kind == "hidden_deal":
-        return HiddenDeal(message.hidden_deal.seat, message.hidden_deal.count)
-    if kind == "floor_fixed":
-        fixed = message.floor_fixed
-        return FloorFixed(_cards(fixed.returned), _cards(fixed.replacements))
-    if kind == "card_played":
-        return CardPlayed(message.card_played.seat, parse_card(message.card_played.card))
-    if kind == "captured":
-        taken = message.captured
-        return Captured(
-            taken.seat,
-            parse_card(taken.card),
-            taken.plan_id,
-            _cards(taken.cards),
-            _cards(taken.same_rank),
-            tuple(_cards(g.cards) for g in taken.groups),
-        )
-    if kind == "trailed":
-        return Trailed(message.trailed.seat, parse_card(message.trailed.card))
-    return None
+# The kinds of event the check reads: deals, and the plays the actions are read from.
+_READ = frozenset(
+    {
+        "hand_started",
+        "cards_dealt",
+        "hidden_deal",
+        "floor_fixed",
+        "card_played",
+        "captured",
+        "trailed",
+    }
+)
 
 
 def _messages(record: dict[str, Any], key: str, kind: type[Any]) -> list[Any]:
@@ -129,8 +96,10 @@ def check_record(
         if "events" in record:
             if seat is None:
                 raise RecordError("'events' needs the 'seat' that received them")
-            parsed = (event_from_proto(m) for m in _messages(record, "events", pb.Event))
-            observed = [e for e in parsed if e is not None]
+            messages = _messages(record, "events", pb.Event)
+            observed = [
+                convert.event_from_proto(m) for m in messages if m.WhichOneof("kind") in _READ
+            ]
         if "actions" in record:
             actions: Sequence[Action] = [
                 convert.action_from_proto(m) for m in _messages(record, "actions", pb.Action)
@@ -188,7 +157,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `python -m service.verify`."""
+    """Entry point of `python -m clients.verify`."""
     parser = argparse.ArgumentParser(prog="basra-rules verify", description=__doc__.split("\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

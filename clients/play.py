@@ -18,6 +18,8 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 
+from clients.refusals import reason_of
+
 # A match ends after a handful of hands (48 plays each); this only stops a runaway loop.
 MAX_ACTIONS = 20_000
 
@@ -158,6 +160,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         try:
             play(stub, seed, (args.names[0], args.names[1]), out, args.timeout)
         except grpc.RpcError as error:
-            print(f"call failed: {error.code().name}: {error.details()}", file=sys.stderr)
+            reason = reason_of(error)
+            code = error.code().name + (f" {reason}" if reason else "")
+            print(f"call failed: {code}: {error.details()}", file=sys.stderr)
             return 1
     return 0

@@ -527,7 +527,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the load generator on its own: `python -m service.loadgen CONFIG`."""
+    """Run the load generator on its own: `python -m clients.load CONFIG`."""
     parser = argparse.ArgumentParser(prog="basra-rules load", description=__doc__)
     add_arguments(parser)
     return run_command(parser.parse_args(argv))

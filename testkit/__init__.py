@@ -1,0 +1,5 @@
+"""Test machinery that is not a test: the server as a child process, the soak, shared helpers.
+
+Used by tests/, benchmarks/ and the reliability runs from the repository root; never
+installed and never in the image.
+"""
