@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from engine.errors import Reason, RuleError
 from engine.facts import ACE, CODES, DECK_SIZE, JACK, RANKS, SEVEN_OF_DIAMONDS, SUITS, VALUES
@@ -37,6 +38,40 @@ SWEEPERS_MASK = JACKS_MASK | 1 << SEVEN_OF_DIAMONDS
 def is_sweeper(card: Card) -> bool:
     """Return whether a card sweeps when played (a J or the 7D), so no new floor holds it."""
     return bool(SWEEPERS_MASK >> card & 1)
+
+
+def shown(value: object) -> str:
+    """Return `repr(value)`, with the cards of a card or a nest of tuples of cards as codes."""
+    if type(value) is int and 0 <= value < DECK_SIZE:
+        return CODES[value]
+    if type(value) is tuple:
+        inner = ", ".join(map(shown, value))
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+_T = TypeVar("_T")
+_NAMES_A_CARD = re.compile(r"\bCard\b")
+
+
+def shows_codes(cls: type[_T]) -> type[_T]:
+    """Give a class whose fields hold cards a repr that prints them as codes (7D, not 25).
+
+    Only printing pays for it: the cards stay ints, so equality, hashing and the speed of
+    everything else are unchanged. Fields whose annotation names `Card` are printed with
+    `shown`, the others with `repr`, in the order the class declares them.
+    """
+    fields = tuple(
+        (name, shown if _NAMES_A_CARD.search(str(kind)) else repr)
+        for name, kind in cls.__annotations__.items()
+    )
+
+    def printed(self: object) -> str:
+        parts = ", ".join(f"{name}={show(getattr(self, name))}" for name, show in fields)
+        return f"{type(self).__qualname__}({parts})"
+
+    cls.__repr__ = printed  # type: ignore[method-assign]
+    return cls
 
 
 def parse_card(text: str) -> Card:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from engine import rng
-from engine.cards import SHOWN_CHARS, Card, code, is_sweeper, mask_of
+from engine.cards import SHOWN_CHARS, Card, code, is_sweeper, mask_of, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import (
     BasraScored,
@@ -37,6 +37,7 @@ from engine.state import State, Status
 from engine.validate import check_state
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Action:
     """A seat plays a card: with no choice, a plan id, an explicit capture set, or a trail."""
@@ -48,6 +49,7 @@ class Action:
     trail: bool = False
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Move:
     """What one card of the hand to move can do: its plans, or that it trails."""
@@ -97,6 +99,7 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
     return _start_hand(blank, events), tuple(events)
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Deal:
     """The start of a hand as the seed gives it: hands, fixed floor, undealt deck, events."""

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import NamedTuple
 
-from engine.cards import FULL_MASK, JACK_RANK, RANK_MASKS, RANK_OF, RANK_VALUES, Card, cards_of
+from engine.cards import (
+    FULL_MASK,
+    JACK_RANK,
+    RANK_MASKS,
+    RANK_OF,
+    RANK_VALUES,
+    Card,
+    cards_of,
+    shows_codes,
+)
 from engine.errors import Reason, RuleError
 from engine.facts import (
     DECK_SIZE,
@@ -46,6 +55,7 @@ _SEVEN_D_BLOCKERS_MASK = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_B
 _BELOW: tuple[int, ...] = tuple(sum(RANK_MASKS[:rank]) for rank in range(len(RANKS)))
 
 
+@shows_codes
 class Plan(NamedTuple):
     """One way to play a card that captures: the floor cards taken and how they split.
 

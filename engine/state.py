@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from engine.cards import Card
+from engine.cards import Card, shows_codes
 from engine.facts import DECK_AFTER_DEAL, ROUND_CARDS, ROUNDS
 
 
@@ -16,6 +16,7 @@ class Status(StrEnum):
     OVER = "OVER"
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class State:
     """A whole match at one moment. Seats are 0 and 1; cards are canonical indices."""

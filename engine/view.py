@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import rng
-from engine.cards import Card
+from engine.cards import Card, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
 from engine.facts import SEATS
@@ -14,6 +14,7 @@ from engine.plans import DEFAULT_WORK_LIMIT
 from engine.state import State, Status
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class SeatView:
     """One seat's observation of a match."""
