@@ -14,8 +14,8 @@ under their own module objects; the generated protobuf code of this checkout's g
 the tests' brute force are shared), plays the same simulated hands, and the checkouts'
 timed passes alternate, measure by measure, round after round, in alternating order. So
 machine noise falls on all of them alike, and the ratios to the first checkout are read
-within one run. A figure is
-nanoseconds per call: the median over the rounds of one pass over the whole sample list.
+within one run. A figure is nanoseconds per call: the median over the rounds of one pass
+over the whole sample list.
 """
 
 from __future__ import annotations
