@@ -12,6 +12,12 @@ bytes and answers a fixed reply of a given size. It never ships: it lives under 
 
 Worker processes share the port through SO_REUSEPORT as in service.workers; the parent prints
 one line "READY <port> <pid> <pid>..." once every worker serves, and stops them on SIGTERM.
+
+With --bare it runs instead the limit of this stack, in this one process: a plain grpcio
+server (a thread pool of 8, the standard health servicer saying SERVING, nothing else),
+against which the benchmark compares the service answering its own calls:
+
+    .venv/bin/python benchmarks/bench_server.py --bare --port 50062
 """
 
 from __future__ import annotations
@@ -74,7 +80,9 @@ def worker_main(
         server.SYNC_THREADS = sync_threads
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
-    observer = CallObserver(metrics.Metrics.create(None), logger)
+    tally = metrics.Tally(metrics.Metrics.create(None))
+    tally.flush_every(metrics.FLUSH_SECONDS)
+    observer = CallObserver(tally, logger)
     reply = b"\x01" * reply_bytes
     if config.io == "asyncio":
         asyncio.run(_serve_async(config, observer, port, reply, ready))
@@ -112,6 +120,31 @@ async def _serve_async(
     await server.stop(1.0)
 
 
+BARE_THREADS = 8
+
+
+def serve_bare(host: str, port: int) -> int:
+    """Serve the bare grpcio server until SIGTERM; print READY once it serves."""
+    from concurrent import futures
+
+    import grpc
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=BARE_THREADS))
+    servicer = health.HealthServicer()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    server.start()
+    print(f"READY {bound} {os.getpid()}", flush=True)
+    stop.wait()
+    server.stop(1.0).wait()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start the workers, print READY with the pids, stop them all on SIGTERM."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -120,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sync-threads", type=int, default=0, help="sync server threads (0: the service's)"
     )
+    parser.add_argument("--bare", action="store_true", help="the bare grpcio server instead")
     args = vars(parser.parse_args(argv))
+    if args.pop("bare"):
+        config = service_config.resolve(args, {})
+        return serve_bare(config.host, config.port)
     reply_bytes = int(args.pop("reply_bytes"))
     sync_threads = int(args.pop("sync_threads"))
     config = service_config.resolve(args, os.environ)

@@ -2,6 +2,10 @@
 
 Run from the repository root, pinned to one core:
     taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --hands 10000
+    taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --wide   # 30,000 cases, 400 matches
+
+--wide times cold plan generation on cases drawn from many matches (fewer repeats than one
+long simulation), from empty memos without and with the plan table a worker installs.
 
 Floors come from simulated hands with random legal choices. Every figure is the median (and
 tail) of per-call timings with time.perf_counter_ns, timer overhead included; the samples
@@ -40,8 +44,9 @@ from engine import (  # noqa: E402
     plans_for,
 )
 from engine.cards import NUMERIC_MASK, code, codes, mask_of  # noqa: E402
-from engine.plans import clear_caches, plan_work  # noqa: E402
-from testkit.actions import random_action  # noqa: E402
+from engine.plans import clear_caches, install_plan_table, plan_work  # noqa: E402
+from service import plan_table as plan_table_file  # noqa: E402
+from testkit.actions import play_match, random_action  # noqa: E402
 
 T = TypeVar("T")
 
@@ -124,6 +129,52 @@ def crafted_floors(rnd: random.Random) -> list[tuple[str, int, int]]:
     return cases
 
 
+def wide_cases(matches: int, cases: int, seed: int) -> list[tuple[int, int]]:
+    """`cases` (card, floor) pairs drawn at random from every decision of `matches` matches."""
+    rnd = random.Random(seed)
+    found: list[tuple[int, int]] = []
+    for number in range(matches):
+        for state in play_match(f"wide-{seed}-{number}".encode(), rnd).states:
+            if state.to_move is not None:
+                found += [(card, state.floor_mask) for card in state.hands[state.to_move]]
+    return rnd.sample(found, min(cases, len(found)))
+
+
+def wide(args: argparse.Namespace) -> int:
+    """--wide: cold plan generation on a wide corpus, without and with the shipped table."""
+    cases = wide_cases(args.matches, args.cases, args.seed)
+    gc.collect()
+    gc.freeze()
+    print(
+        f"# python {platform.python_version()}, {len(cases)} (card, floor) cases drawn from "
+        f"every decision of {args.matches} random matches; per row the memos start empty"
+    )
+    print("| measure | calls | median µs | p90 µs | p99 µs | max µs | mean µs |")
+    print("|---|---|---|---|---|---|---|")
+    install_plan_table(b"")
+    clear_caches()
+    print(
+        row("plan generation, wide corpus, empty memo, no table", summary(timings(cases, _plans)))
+    )
+    print(row("same cases again (memo warm)", summary(timings(cases, _plans))))
+    began = time.perf_counter()
+    shapes = plan_table_file.install()
+    loaded = time.perf_counter() - began
+    clear_caches()
+    print(
+        row(
+            "plan generation, wide corpus, empty memo, table installed",
+            summary(timings(cases, _plans)),
+        )
+    )
+    print(f"# table: {shapes} shapes installed in {loaded * 1000:.0f} ms")
+    return 0
+
+
+def _plans(case: tuple[int, int]) -> object:
+    return plans_for(case[0], case[1])
+
+
 def main() -> int:
     """Run the benchmark and print markdown rows for BENCHMARKS.md."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -135,7 +186,14 @@ def main() -> int:
         action="store_true",
         help="disable the cyclic GC while timing (shows its pauses)",
     )
+    parser.add_argument(
+        "--wide", action="store_true", help="cold plan generation on a wide corpus instead"
+    )
+    parser.add_argument("--matches", type=int, default=400, help="--wide: random matches")
+    parser.add_argument("--cases", type=int, default=30_000, help="--wide: cases drawn")
     args = parser.parse_args()
+    if args.wide:
+        return wide(args)
 
     began = time.perf_counter()
     samples, applies, four_card = simulate(args.hands, args.seed)

@@ -16,6 +16,21 @@ and across them: 2 workers against 1 in calls per server CPU-second, sync agains
 
     .venv/bin/python benchmarks/load_bench.py                   # full run, a few minutes
     .venv/bin/python benchmarks/load_bench.py --rounds 1 --calls 500 --io sync --workers 1
+
+With --defaults it measures instead the service as a user runs it against the limit of this
+stack: `basra-rules serve` started as the README's quick start does (one worker, info logs,
+metrics on; testkit's launcher) and a bare grpcio server (bench_server.py --bare: a thread
+pool of 8 and the standard health servicer, nothing else) answering health Checks, both on
+this machine in the same run, 16 calls in flight. Each run starts both servers afresh and, in
+each of its rounds, measures Apply, LegalMoves, PlayerView and the service's own health Check,
+each between two runs of the bare server's Check; a figure is the call's rate per server
+CPU-second over the mean rate of the bare Checks around it. A second bare server's Check is
+measured the same way in the same rotation ("Control"): on an idle machine it would be 1,
+and how far it is not shows what the method itself does on this one. It prints each run's
+medians and the median over the runs; --profile also records the worker under Apply load
+with py-spy.
+
+    .venv/bin/python benchmarks/load_bench.py --defaults --runs 3
 """
 
 from __future__ import annotations
@@ -53,6 +68,8 @@ BENCH_SERVER = ROOT / "benchmarks" / "bench_server.py"
 APPLY_DATA = ROOT / "deploy" / "ghz" / "data" / "apply.json"
 APPLY_PATH = "/basra.v1.RulesService/Apply"
 NOOP_PATH = "/basra.bench.Noop/Echo"
+HEALTH_PATH = "/grpc.health.v1.Health/Check"
+DATA = ROOT / "deploy" / "ghz" / "data"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STARTUP_SECONDS = 60.0
 
@@ -98,11 +115,24 @@ def bench_server(
     sync_threads: int = 0,
 ) -> Iterator[Server]:
     """Run benchmarks/bench_server.py until the block ends."""
+    flags = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
+    flags += ["--metrics-port", "0", "--workers", str(workers), "--io", io]
+    with _bench_server([*flags, "--log-level", log_level]) as server:
+        yield server
+
+
+@contextmanager
+def bare_server() -> Iterator[Server]:
+    """Run the bare grpcio server (bench_server.py --bare) until the block ends."""
+    with _bench_server(["--bare"]) as server:
+        yield server
+
+
+@contextmanager
+def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
     with reserved_port() as port:
-        command = [sys.executable, str(BENCH_SERVER), "--reply-bytes", str(reply_bytes)]
-        command += ["--sync-threads", str(sync_threads), "--host", "127.0.0.1"]
-        command += ["--port", str(port), "--metrics-port", "0", "--workers", str(workers)]
-        command += ["--io", io, "--log-level", log_level]
+        command = [sys.executable, str(BENCH_SERVER), "--host", "127.0.0.1"]
+        command += ["--port", str(port), *flags]
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
         )
@@ -122,10 +152,10 @@ def bench_server(
 
 
 @contextmanager
-def served(io: str, workers: int, log_level: str) -> Iterator[Server]:
+def served(io: str, workers: int, log_level: str, metrics: bool = False) -> Iterator[Server]:
     """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
     flags = ["--workers", str(workers), "--io", io]
-    running = harness.start(flags, log_level=log_level, cwd=ROOT, keep_calls=False)
+    running = harness.start(flags, log_level=log_level, cwd=ROOT, keep_calls=False, metrics=metrics)
     try:
         # At a quiet log level the launcher knows that one worker serves; count the others in.
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -168,11 +198,15 @@ def measure(
     concurrency: int,
     connections: int,
     rps: float = 0.0,
+    path: str = "",
 ) -> Measure:
-    """Send `calls` calls of one RPC; count wall time and the server's CPU seconds."""
+    """Send `calls` calls of one RPC (Apply, the no-op, or `path`); count wall time and the
+    server's CPU seconds."""
+    path = path or (APPLY_PATH if rpc == "Apply" else NOOP_PATH)
+    service, _, method = path.lstrip("/").partition("/")
     config = load.LoadConfig(
-        service=(APPLY_PATH if rpc == "Apply" else NOOP_PATH).split("/")[1],
-        method=rpc if rpc == "Apply" else "Echo",
+        service=service,
+        method=method,
         host=server.address,
         total=calls,
         concurrency=concurrency,
@@ -205,7 +239,7 @@ def apply_requests() -> tuple[list[bytes], int]:
     for item in items:
         request = json_format.ParseDict(item, pb.ApplyRequest())
         requests.append(request.SerializeToString())
-        reply_sizes.append(handlers.apply(request).ByteSize())
+        reply_sizes.append(len(handlers.apply(request)))
     return requests, round(statistics.mean(reply_sizes))
 
 
@@ -308,6 +342,157 @@ def run_variant(
         errors=sum(r.errors for r in (*apply_runs, *noop_runs, *paced, *serve_runs)),
         rounds=rounds,
     )
+
+
+def requests_at_defaults() -> dict[str, tuple[str, list[bytes]]]:
+    """Per measured call of the service: its path and its encoded requests."""
+    applies = [
+        json_format.ParseDict(item, pb.ApplyRequest())
+        for item in json.loads((DATA / "apply.json").read_text(encoding="utf-8"))
+    ]
+    listing = [
+        json_format.ParseDict(item, pb.LegalMovesRequest()).SerializeToString()
+        for item in json.loads((DATA / "legal_moves.json").read_text(encoding="utf-8"))
+    ]
+    views = [
+        pb.PlayerViewRequest(state=a.state, seat=a.state.to_move).SerializeToString()
+        for a in applies
+    ]
+    return {
+        "Apply": (APPLY_PATH, [a.SerializeToString() for a in applies]),
+        "LegalMoves": ("/basra.v1.RulesService/LegalMoves", listing),
+        "PlayerView": ("/basra.v1.RulesService/PlayerView", views),
+        "Check": (HEALTH_PATH, [b""]),  # an empty HealthCheckRequest: the whole server
+    }
+
+
+# A second bare server measured exactly like the service: how far from 1 the method itself is.
+CONTROL = "Control"
+
+
+def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One run at the defaults: fresh servers, `args.rounds` rounds; per call, the medians."""
+    calls = {**requests_at_defaults(), CONTROL: (HEALTH_PATH, [b""])}
+    options = {"concurrency": args.concurrency, "connections": args.connections}
+    ratios: dict[str, list[float]] = {name: [] for name in calls}
+    rates: dict[str, list[float]] = {name: [] for name in calls}
+    bare_rates: list[float] = []
+    errors = 0
+    io = args.io[0]  # the default, sync, unless --io asyncio is given first
+    with (
+        bare_server() as bare,
+        bare_server() as control,
+        served(io, 1, "info", metrics=True) as ours,
+    ):
+        target = {name: ours for name in calls} | {CONTROL: control}
+
+        def bare_check() -> float:
+            run = measure(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
+            bare_rates.append(run.per_cpu_second)
+            return run.per_cpu_second
+
+        for name, (path, requests) in calls.items():  # warm-up: caches, connections
+            measure(target[name], name, requests, calls=args.calls // 4, path=path, **options)
+        measure(bare, "Check", [b""], calls=args.calls // 4, path=HEALTH_PATH, **options)
+        names = list(calls)
+        for round_number in range(args.rounds):
+            shift = (round_number + number) % len(names)
+            before = bare_check()
+            for name in names[shift:] + names[:shift]:
+                path, requests = calls[name]
+                run = measure(target[name], name, requests, calls=args.calls, path=path, **options)
+                errors += run.errors
+                after = bare_check()
+                rates[name].append(run.per_cpu_second)
+                ratios[name].append(run.per_cpu_second / ((before + after) / 2))
+                before = after
+        if args.profile:
+            _profile(ours, calls["Apply"], args, options)
+    return {
+        "ratios": {name: statistics.median(values) for name, values in ratios.items()},
+        "per_cpu_second": {name: statistics.median(values) for name, values in rates.items()},
+        "bare_check_per_cpu_second": statistics.median(bare_rates),
+        "errors": errors,
+        "rounds": {"ratios": ratios, "rates": rates, "bare": bare_rates},
+    }
+
+
+def _profile(
+    server: Server, call: tuple[str, list[bytes]], args: argparse.Namespace, options: Any
+) -> None:
+    """Record the worker with py-spy (GIL holders only) while it answers Apply calls."""
+    worker = server.pids[-1]
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    recorder = subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--gil",
+            "--pid",
+            str(worker),
+            "--rate",
+            "500",
+            "--format",
+            "raw",
+            "--output",
+            str(args.profile),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # let py-spy attach
+    path, requests = call
+    measure(server, "Apply", requests, calls=args.calls * 2, path=path, **options)
+    recorder.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
+    recorder.wait(60)
+
+
+def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """Run --defaults: `args.runs` runs; print each run's medians and the medians of runs."""
+    started = datetime.datetime.now(datetime.UTC)
+    print(
+        f"load_bench --defaults {started:%Y-%m-%d %H:%M} UTC; command: "
+        f"{' '.join(['benchmarks/load_bench.py', *(argv or sys.argv[1:])])}\n"
+        f"machine: {json.dumps(machine())}\n"
+        f"server: basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, "
+        f"metrics on); "
+        f"bare: grpcio, 8 threads, the standard health servicer; {args.rounds} rounds of "
+        f"{args.calls} calls per run, concurrency {args.concurrency}, "
+        f"connections {args.connections}"
+    )
+    names = [*requests_at_defaults(), CONTROL]
+    print(f"{'run':>4} " + " ".join(f"{n + ' / bare':>18}" for n in names) + "  bare Check/cpu-s")
+    runs = []
+    for number in range(args.runs):
+        result = run_defaults(number, args)
+        runs.append(result)
+        print(
+            f"{number + 1:>4} "
+            + " ".join(f"{result['ratios'][n]:>18.3f}" for n in names)
+            + f"  {result['bare_check_per_cpu_second']:>16.0f}"
+            + (f"  errors {result['errors']}" if result["errors"] else "")
+        )
+    medians = {n: statistics.median(r["ratios"][n] for r in runs) for n in names}
+    print(" med " + " ".join(f"{medians[n]:>18.3f}" for n in names))
+    for name in names:
+        rate = statistics.median(r["per_cpu_second"][name] for r in runs)
+        print(f"{name}: {rate:.0f} calls per server CPU-second (median of run medians)")
+    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
+    if args.json_out:
+        args.json_out.write_text(
+            json.dumps(
+                {
+                    "started": started.isoformat(),
+                    "argv": list(argv or sys.argv[1:]),
+                    "machine": machine(),
+                    "medians": medians,
+                    "runs": runs,
+                },
+                indent=2,
+            )
+        )
+    return 0
 
 
 def machine() -> dict[str, Any]:
@@ -417,7 +602,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--merge", nargs="+", type=Path, help="print the medians of saved runs instead of running"
     )
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="the service at its defaults against a bare grpcio server (see above)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="--defaults: runs (fresh servers)")
+    parser.add_argument(
+        "--profile", type=Path, help="--defaults: write a py-spy profile of Apply load here"
+    )
     args = parser.parse_args(argv)
+    if args.defaults:
+        return main_defaults(args, argv)
     if args.merge:
         merged, reply, request = merge(args.merge)
         print(f"medians of {len(args.merge)} runs: {' '.join(str(p) for p in args.merge)}")

@@ -335,15 +335,26 @@ def _carry_out(
         if plan.basra:
             basras[seat] += 1
             events.append(BasraScored(seat, card))
-    after = replace(
-        state,
+    # Built field by field rather than with dataclasses.replace: this runs on every play,
+    # and replace() costs several times more.
+    after = State(
+        seed=state.seed,
         seq=state.seq + 1,
+        hand_number=state.hand_number,
+        dealer=state.dealer,
         to_move=1 - seat,
+        deck=state.deck,
         hands=(hands[0], hands[1]),
         floor=floor,
         captured=(captured[0], captured[1]),
         basras=(basras[0], basras[1]),
         last_capturer=last_capturer,
+        unclaimed=state.unclaimed,
+        totals=state.totals,
+        carry=state.carry,
+        status=state.status,
+        winner=state.winner,
+        labels=state.labels,
     )
     if not after.hands[0] and not after.hands[1]:
         after = _next_round(after, events)

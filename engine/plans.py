@@ -12,7 +12,7 @@ taken cards per (v, smaller floor cards), and the plans per (card kind, relevant
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import NamedTuple
@@ -30,6 +30,7 @@ from engine.cards import (
 from engine.errors import Reason, RuleError
 from engine.facts import (
     DECK_SIZE,
+    FLOOR_CARDS,
     MAX_PLANS,
     MIN_GROUP_CARDS,
     RANKS,
@@ -208,14 +209,36 @@ def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken,
     if abstract.work > limit:
         return None, abstract.work
     smaller = cards_of(smaller_mask)
+    bits = [1 << c for c in smaller]
     out: list[_Taken] = []
     for taken, groups in abstract.plans:
-        cards = tuple(smaller[p] for p in taken)
-        mask = 0
-        for c in cards:
-            mask |= 1 << c
-        out.append((cards, mask, tuple(tuple(smaller[p] for p in g) for g in groups)))
+        # List comprehensions rather than generators: a cold miss runs this per plan.
+        cards = tuple([smaller[p] for p in taken])
+        mask = sum([bits[p] for p in taken])
+        out.append((cards, mask, tuple([tuple([smaller[p] for p in g]) for g in groups])))
     return tuple(out), abstract.work
+
+
+# Abstract plans of every reachable shape, computed ahead of time (plan_table) and installed
+# by the service when a worker starts (install_plan_table), so that no reachable floor is
+# searched for in a live call, not even by a fresh worker. Keyed by shape << _VALUE_BITS |
+# value; each record is the _Abstract in the compact form of _encode. A precomputed memo:
+# empty until installed, never changed afterwards.
+_TABLE: dict[int, bytes] = {}
+# A floor of reachable shape holds beyond one card per rank at most this many: the first
+# floor cards less one (docs/rules.md).
+REACHABLE_EXTRA_CARDS = FLOOR_CARDS - 1
+# Played values whose smaller cards can form groups (every numeric value but the lowest).
+GROUP_VALUES: tuple[int, ...] = tuple(sorted({v for v in RANK_VALUES if v}))[1:]
+_VALUE_BITS = max(RANK_VALUES).bit_length()
+# A key: the shape of the cards below the highest value, then the value.
+_KEY_BYTES = (_BELOW[RANK_VALUES.index(max(RANK_VALUES))].bit_length() + _VALUE_BITS + 7) // 8
+_LENGTH_BYTES = 2
+_WORK_BYTES = 2
+_UNBOUNDED = 1 << 62  # a work limit no search reaches: plan_table's searches are complete
+# The lowest card of each rank: `count` cards of rank r in a shape are ((1 << count) - 1)
+# times it.
+_RANK_LOW_BIT: tuple[int, ...] = tuple(mask & -mask for mask in RANK_MASKS)
 
 
 @lru_cache(maxsize=1 << 14)
@@ -224,6 +247,14 @@ def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
 
     `shape` holds, in the place of each smaller rank, as many low bits as cards of it.
     """
+    record = _TABLE.get(shape << _VALUE_BITS | value)
+    if record is not None:
+        return _decode(record, limit)
+    return _search(value, shape, limit)
+
+
+def _search(value: int, shape: int, limit: int) -> _Abstract:
+    """_abstract_plans by searching, stopping as soon as the work passes `limit`."""
     values = [
         RANK_VALUES[rank]
         for rank, rank_mask in enumerate(RANK_MASKS)
@@ -295,6 +326,92 @@ def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
     )
 
 
+def _encode(abstract: _Abstract) -> bytes:
+    """The compact form of a complete search's result: work (_WORK_BYTES), the number of
+    plans, then per plan its positions and its groups, each a count and that many positions."""
+    out = bytearray(abstract.work.to_bytes(_WORK_BYTES, "little"))
+    out.append(len(abstract.plans))
+    for taken, groups in abstract.plans:
+        out += bytes((len(taken), *taken, len(groups)))
+        for group in groups:
+            out += bytes((len(group), *group))
+    return bytes(out)
+
+
+def _decode(record: bytes, limit: int) -> _Abstract:
+    """The _Abstract a search with `limit` gives, from a complete result in compact form."""
+    work = int.from_bytes(record[:_WORK_BYTES], "little")
+    if work > limit:
+        return _Abstract((), limit + 1)  # where the search stops: one step past the limit
+    plans = []
+    at = _WORK_BYTES + 1
+    for _ in range(record[_WORK_BYTES]):
+        size = record[at]
+        taken = tuple(record[at + 1 : at + 1 + size])
+        at += 1 + size
+        groups = []
+        for _ in range(record[at]):
+            size = record[at + 1]
+            groups.append(tuple(record[at + 2 : at + 2 + size]))
+            at += 1 + size
+        at += 1
+        plans.append((taken, tuple(groups)))
+    return _Abstract(tuple(plans), work)
+
+
+def reachable_shapes(value: int) -> list[int]:
+    """Every shape of the cards smaller than `value` that a reachable floor can show.
+
+    A numeric card of rank r trails only when no rank-r card lies on the floor, so each rank
+    lies there at most max(1, its count among the first floor cards) times: beyond one card
+    per rank, at most REACHABLE_EXTRA_CARDS more (docs/rules.md).
+    """
+    shapes = [0]  # built rank by rank; each rank adds 0..4 cards within the extra budget
+    extra = [0]
+    for rank in (r for r, rank_value in enumerate(RANK_VALUES) if 0 < rank_value < value):
+        grown, grown_extra = [], []
+        for shape, used in zip(shapes, extra, strict=True):
+            for count in range(len(SUITS) + 1):
+                more = used + max(count - 1, 0)
+                if more <= REACHABLE_EXTRA_CARDS:
+                    grown.append(shape | ((1 << count) - 1) * _RANK_LOW_BIT[rank])
+                    grown_extra.append(more)
+        shapes, extra = grown, grown_extra
+    return sorted(shape for shape in shapes if shape)
+
+
+def plan_table(values: Iterable[int] = GROUP_VALUES) -> bytes:
+    """The table of install_plan_table: every reachable shape of `values`, searched fully.
+
+    Deterministic; takes seconds for every value (the service ships it built, see
+    service/plan_table.py).
+    """
+    out = bytearray()
+    for value in values:
+        for shape in reachable_shapes(value):
+            record = _encode(_search(value, shape, _UNBOUNDED))
+            out += (shape << _VALUE_BITS | value).to_bytes(_KEY_BYTES, "little")
+            out += len(record).to_bytes(_LENGTH_BYTES, "little") + record
+    return bytes(out)
+
+
+def install_plan_table(table: bytes) -> int:
+    """Install a table made by plan_table (replacing any other); return its number of shapes."""
+    entries: dict[int, bytes] = {}
+    at = 0
+    while at < len(table):
+        key = int.from_bytes(table[at : at + _KEY_BYTES], "little")
+        at += _KEY_BYTES
+        size = int.from_bytes(table[at : at + _LENGTH_BYTES], "little")
+        at += _LENGTH_BYTES
+        entries[key] = table[at : at + size]
+        at += size
+    _TABLE.clear()
+    _TABLE.update(entries)
+    _abstract_plans.cache_clear()
+    return len(entries)
+
+
 def _unchain(chain: _Chain) -> tuple[int, ...]:
     out: list[int] = []
     while chain is not None:
@@ -308,7 +425,8 @@ def _positions(mask: int) -> tuple[int, ...]:
 
 
 def clear_caches() -> None:
-    """Forget memoised plans (benchmarks use it to measure cold generation)."""
+    """Forget memoised plans (benchmarks use it to measure cold generation; an installed
+    plan table stays)."""
     _plans_cached.cache_clear()
     _groups_on.cache_clear()
     _abstract_plans.cache_clear()

@@ -35,10 +35,6 @@ def _bad(problem: str, **details: str | int) -> RuleError:
     return RuleError(Reason.INVALID_STATE, f"The state is inconsistent: {problem}.", **details)
 
 
-def _is_int(x: object) -> bool:
-    return type(x) is int
-
-
 def check_state(state: State) -> None:
     """Raise INVALID_STATE naming the first inconsistency of `state`; return None if sound."""
     seed = state.seed
@@ -46,9 +42,9 @@ def check_state(state: State) -> None:
         raise _bad(f"the seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes")
     if not isinstance(state.status, Status):
         raise _bad("the status is unknown")
-    if not _is_int(state.hand_number) or not 1 <= state.hand_number <= MAX_HAND_NUMBER:
+    if type(state.hand_number) is not int or not 1 <= state.hand_number <= MAX_HAND_NUMBER:
         raise _bad(f"the hand number must be 1 to {MAX_HAND_NUMBER}", field="hand_number")
-    if not _is_int(state.dealer) or state.dealer not in SEATS:
+    if type(state.dealer) is not int or state.dealer not in SEATS:
         raise _bad("the dealer must be seat 0 or 1", field="dealer")
     expected_dealer = rng.dealer_of_hand(seed, state.hand_number)
     if state.dealer != expected_dealer:
@@ -69,7 +65,8 @@ def check_state(state: State) -> None:
         _check_over(state)
 
 
-_ALL_CARDS = frozenset(range(DECK_SIZE))
+_EVERY_CARD = list(range(DECK_SIZE))
+_INT_ONLY = {int}
 
 
 def _check_cards(state: State) -> None:
@@ -82,14 +79,13 @@ def _check_cards(state: State) -> None:
         *state.captured[1],
         *state.unclaimed,
     )
-    # Fast path for the usual sound state; the walk below names the first problem otherwise.
-    if (
-        len(everything) == DECK_SIZE
-        and all(type(c) is int for c in everything)
-        and _ALL_CARDS.issuperset(everything)
-        and len(set(everything)) == DECK_SIZE
-    ):
-        return
+    # Fast path for the usual sound state (52 ints that sort to 0..51, so each card once); the
+    # walk below names the first problem otherwise. The type test comes first: sorting other
+    # values could fail, and True or 1.0 would compare equal to a card.
+    if len(everything) == DECK_SIZE and set(map(type, everything)) == _INT_ONLY:
+        ordered = sorted(everything)
+        if ordered == _EVERY_CARD:
+            return
     seen = 0
     zones = (
         ("deck", state.deck),
@@ -102,7 +98,7 @@ def _check_cards(state: State) -> None:
     )
     for name, cards in zones:
         for card in cards:
-            if not _is_int(card) or not 0 <= card < DECK_SIZE:
+            if type(card) is not int or not 0 <= card < DECK_SIZE:
                 raise _bad(f"the {name} holds something that is not a card", zone=name)
             bit = 1 << card
             if seen & bit:
@@ -115,10 +111,10 @@ def _check_cards(state: State) -> None:
 
 def _check_counts(state: State) -> None:
     for field, pair in (("totals", state.totals), ("basras", state.basras)):
-        if len(pair) != len(SEATS) or not all(_is_int(x) and x >= 0 for x in pair):
+        if len(pair) != len(SEATS) or not all(type(x) is int and x >= 0 for x in pair):
             raise _bad(f"{field} must be two non-negative integers", field=field)
     carry = state.carry
-    if not _is_int(carry) or carry < 0 or carry % MAJORITY_POINTS:
+    if type(carry) is not int or carry < 0 or carry % MAJORITY_POINTS:
         raise _bad(f"the carry must be a non-negative multiple of {MAJORITY_POINTS}", field="carry")
     finished_hands = state.hand_number - (1 if state.status is Status.IN_PROGRESS else 0)
     if carry > MAJORITY_POINTS * finished_hands:
@@ -128,10 +124,10 @@ def _check_counts(state: State) -> None:
     for seat in SEATS:
         if MIN_CARDS_PER_CAPTURE * state.basras[seat] > len(state.captured[seat]):
             raise _bad(f"seat {seat} has more Basras than its pile allows", seat=seat)
-    if not _is_int(state.seq) or state.seq < 0:
+    if type(state.seq) is not int or state.seq < 0:
         raise _bad("the sequence number must be a non-negative integer", field="seq")
     last = state.last_capturer
-    if last is not None and (not _is_int(last) or last not in SEATS):
+    if last is not None and (type(last) is not int or last not in SEATS):
         raise _bad("the last capturer must be seat 0, seat 1 or nobody", field="last_capturer")
     piles = (len(state.captured[0]), len(state.captured[1]))
     if last is None and (piles[0] or piles[1]):

@@ -9,8 +9,8 @@ from engine.cards import Card, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
 from engine.facts import SEATS
-from engine.match import Move, legal_moves
-from engine.plans import DEFAULT_WORK_LIMIT
+from engine.match import Move, PlanGenerator, legal_moves
+from engine.plans import DEFAULT_WORK_LIMIT, plans_for
 from engine.state import State, Status
 
 
@@ -51,8 +51,13 @@ def _check_seat(seat: int) -> None:
         )
 
 
-def seat_view(state: State, seat: int, work_limit: int = DEFAULT_WORK_LIMIT) -> SeatView:
-    """Return what `seat` may see of `state`."""
+def seat_view(
+    state: State,
+    seat: int,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+    generate: PlanGenerator = plans_for,
+) -> SeatView:
+    """Return what `seat` may see of `state`; `generate` makes the plans as in legal_moves."""
     _check_seat(seat)
     over = state.status is Status.OVER
     return SeatView(
@@ -73,7 +78,7 @@ def seat_view(state: State, seat: int, work_limit: int = DEFAULT_WORK_LIMIT) -> 
         status=state.status,
         winner=state.winner,
         labels=state.labels,
-        legal_moves=legal_moves(state, work_limit) if state.to_move == seat else (),
+        legal_moves=legal_moves(state, work_limit, generate) if state.to_move == seat else (),
         seed_commitment=rng.commitment(state.seed),
         seed=state.seed if over else None,
     )

@@ -1,8 +1,16 @@
-"""Translation between basra.v1 messages and engine values; strict on everything received."""
+"""Translation between basra.v1 messages and engine values; strict on everything received.
+
+Received messages are read into engine values (state_from_proto, action_from_proto). Answers
+are written straight to their wire bytes (state_bytes, event_bytes, moves_bytes, view_bytes,
+match_response_bytes) with service.wire: the service's hot path never builds a protobuf
+message to send. The *_to_proto functions give the same values as messages, for clients and
+tests; each parses the bytes its *_bytes counterpart writes, so there is one definition.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import NoReturn
 
 from basra.v1 import rules_pb2 as pb
 
@@ -30,115 +38,101 @@ from engine import (
     Swept,
     Trailed,
     code,
-    codes,
     parse_card,
     parse_cards,
     seat_events,
 )
 from engine.cards import Card
-from engine.facts import DECK_SIZE
+from engine.facts import CODES, DECK_SIZE
+from service import wire
+from service.wire import boolean, integer, message, optional_data, optional_int, text
 
 _STATUS_FROM_PROTO = {pb.STATUS_IN_PROGRESS: Status.IN_PROGRESS, pb.STATUS_OVER: Status.OVER}
 _STATUS_TO_PROTO = {Status.IN_PROGRESS: pb.STATUS_IN_PROGRESS, Status.OVER: pb.STATUS_OVER}
 _CARD_BY_CODE: dict[str, Card] = {code(card): card for card in range(DECK_SIZE)}
+
+# ---- reading ----
 
 
 def _bad_state(problem: str, **details: str | int) -> RuleError:
     return RuleError(Reason.INVALID_STATE, f"The state is inconsistent: {problem}.", **details)
 
 
-def _zone(texts: Iterable[str], zone: str) -> tuple[Card, ...]:
-    """Parse the card codes of one zone of a received state, naming the zone on failure."""
-    try:
-        # A plain lookup: states carry 52 codes per call, and this is the hot path.
-        return tuple(map(_CARD_BY_CODE.__getitem__, texts))
-    except KeyError:
-        for text in texts:
+def _refuse_bad_code(zones: Iterable[tuple[str, Sequence[str]]]) -> NoReturn:
+    """Refuse the first zone (in this order) that holds something other than a card code."""
+    for zone, texts in zones:
+        for text_ in texts:
             try:
-                parse_card(text)
+                parse_card(text_)
             except RuleError as error:
                 shown = error.details.get("card", "")
                 problem = f"the {zone} holds '{shown}', which is not a card code"
                 raise _bad_state(problem, zone=zone) from None
-        raise  # unreachable: a code missing from the table is refused by parse_card
+    raise AssertionError("a code missing from the table is refused by parse_card")
 
 
-def _optional_seat(message: pb.State, name: str) -> int | None:
-    return int(getattr(message, name)) if message.HasField(name) else None
-
-
-def state_from_proto(message: pb.State) -> State:
+def state_from_proto(message_: pb.State) -> State:
     """Return the engine state a message describes; the engine's check_state judges the rest."""
-    status = _STATUS_FROM_PROTO.get(message.status)
+    status = _STATUS_FROM_PROTO.get(message_.status)
     if status is None:
-        raise _bad_state(f"the status {message.status} is not a known status", field="status")
-    if len(message.seats) != 2:
-        raise _bad_state(f"it must hold exactly two seats, not {len(message.seats)}", field="seats")
-    seat0, seat1 = message.seats
+        raise _bad_state(f"the status {message_.status} is not a known status", field="status")
+    seats = message_.seats
+    if len(seats) != 2:
+        raise _bad_state(f"it must hold exactly two seats, not {len(seats)}", field="seats")
+    seat0, seat1 = seats
+    # A plain lookup per code: states carry 52 codes per call, and this is the hot path.
+    card = _CARD_BY_CODE.__getitem__
+    try:
+        deck = tuple(map(card, message_.deck))
+        hands = (tuple(map(card, seat0.hand)), tuple(map(card, seat1.hand)))
+        floor = tuple(map(card, message_.floor))
+        captured = (tuple(map(card, seat0.captured)), tuple(map(card, seat1.captured)))
+        unclaimed = tuple(map(card, message_.unclaimed))
+    except KeyError:
+        _refuse_bad_code(
+            (
+                ("deck", message_.deck),
+                ("hand of seat 0", seat0.hand),
+                ("hand of seat 1", seat1.hand),
+                ("floor", message_.floor),
+                ("pile of seat 0", seat0.captured),
+                ("pile of seat 1", seat1.captured),
+                ("unclaimed leftovers", message_.unclaimed),
+            )
+        )
+    has = message_.HasField
     return State(
-        seed=message.seed,
-        seq=message.seq,
-        hand_number=message.hand_number,
-        dealer=message.dealer,
-        to_move=_optional_seat(message, "to_move"),
-        deck=_zone(message.deck, "deck"),
-        hands=(_zone(seat0.hand, "hand of seat 0"), _zone(seat1.hand, "hand of seat 1")),
-        floor=_zone(message.floor, "floor"),
-        captured=(
-            _zone(seat0.captured, "pile of seat 0"),
-            _zone(seat1.captured, "pile of seat 1"),
-        ),
+        seed=message_.seed,
+        seq=message_.seq,
+        hand_number=message_.hand_number,
+        dealer=message_.dealer,
+        to_move=message_.to_move if has("to_move") else None,
+        deck=deck,
+        hands=hands,
+        floor=floor,
+        captured=captured,
         basras=(seat0.basras, seat1.basras),
-        last_capturer=_optional_seat(message, "last_capturer"),
-        unclaimed=_zone(message.unclaimed, "unclaimed leftovers"),
+        last_capturer=message_.last_capturer if has("last_capturer") else None,
+        unclaimed=unclaimed,
         totals=(seat0.total, seat1.total),
-        carry=message.carry,
+        carry=message_.carry,
         status=status,
-        winner=_optional_seat(message, "winner"),
+        winner=message_.winner if has("winner") else None,
         labels=(seat0.label, seat1.label),
     )
 
 
-def state_to_proto(state: State) -> pb.State:
-    """Return the message of an engine state."""
-    seats = [
-        pb.SeatState(
-            hand=codes(state.hands[s]),
-            captured=codes(state.captured[s]),
-            basras=state.basras[s],
-            total=state.totals[s],
-            label=state.labels[s],
-        )
-        for s in (0, 1)
-    ]
-    return pb.State(
-        seq=state.seq,
-        to_move=state.to_move,
-        dealer=state.dealer,
-        hand_number=state.hand_number,
-        floor=codes(state.floor),
-        deck=codes(state.deck),
-        carry=state.carry,
-        status=_STATUS_TO_PROTO[state.status],
-        winner=state.winner,
-        seats=seats,
-        seed=state.seed,
-        last_capturer=state.last_capturer,
-        unclaimed=codes(state.unclaimed),
-    )
-
-
-def action_from_proto(message: pb.Action) -> Action:
+def action_from_proto(message_: pb.Action) -> Action:
     """Return the engine action a message describes, refusing a missing seat or a false trail."""
-    if not message.HasField("seat"):
+    if not message_.HasField("seat"):
         raise RuleError(Reason.INVALID_SEAT, "The action names no seat; seats are 0 and 1.")
-    card = parse_card(message.card)
-    choice = message.WhichOneof("choice")
+    card = parse_card(message_.card)
+    choice = message_.WhichOneof("choice")
     if choice == "plan_id":
-        return Action(message.seat, card, plan_id=message.plan_id)
+        return Action(message_.seat, card, plan_id=message_.plan_id)
     if choice == "capture":
         try:
-            capture = tuple(parse_card(t) for t in message.capture.cards)
+            capture = tuple(parse_card(t) for t in message_.capture.cards)
         except RuleError as error:
             raise RuleError(
                 Reason.INVALID_CARD,
@@ -147,16 +141,16 @@ def action_from_proto(message: pb.Action) -> Action:
                 card=code(card),
                 capture=error.details.get("card", ""),
             ) from None
-        return Action(message.seat, card, capture=capture)
+        return Action(message_.seat, card, capture=capture)
     if choice == "trail":
-        if not message.trail:
+        if not message_.trail:
             raise RuleError(
                 Reason.INVALID_ACTION,
                 "An action that sets trail must set it to true.",
                 card=code(card),
             )
-        return Action(message.seat, card, trail=True)
-    return Action(message.seat, card)
+        return Action(message_.seat, card, trail=True)
+    return Action(message_.seat, card)
 
 
 def labels_from_proto(labels: Sequence[str]) -> tuple[str, str]:
@@ -165,91 +159,329 @@ def labels_from_proto(labels: Sequence[str]) -> tuple[str, str]:
     return (padded[0], padded[1])
 
 
-def _plan(plan: Plan) -> pb.Plan:
-    return pb.Plan(
-        id=plan.id,
-        cards=codes(plan.cards),
-        groups=[pb.CardList(cards=codes(g)) for g in plan.groups],
-        basra=plan.basra,
-        same_rank=codes(plan.same_rank),
-        sweep=plan.sweep,
+# ---- writing ----
+
+# Per field number, per card: the whole field of one card code (key, length, code), so that a
+# zone of cards is written by concatenating its cards' fields.
+_CARD_FIELDS: tuple[tuple[bytes, ...], ...] = tuple(wire.strings(n, CODES) for n in range(16))
+
+
+def _cards(number: int, cards: Iterable[Card]) -> bytes:
+    """A repeated string field of card codes."""
+    fields = _CARD_FIELDS[number]
+    return b"".join([fields[c] for c in cards])
+
+
+def _card(number: int, card: Card) -> bytes:
+    """A string field holding one card code (never empty)."""
+    return _CARD_FIELDS[number][card]
+
+
+# The card fields of the zones of a State (field numbers of State and SeatState).
+_HAND, _PILE = _CARD_FIELDS[1], _CARD_FIELDS[2]
+_FLOOR, _DECK, _UNCLAIMED = _CARD_FIELDS[5], _CARD_FIELDS[6], _CARD_FIELDS[13]
+
+
+def _seat_state(
+    hand: tuple[Card, ...], pile: tuple[Card, ...], basras: int, total: int, label: str
+) -> bytes:
+    """The field of one SeatState of a State."""
+    body = (
+        b"".join([_HAND[c] for c in hand])
+        + b"".join([_PILE[c] for c in pile])
+        + integer(3, basras)
+        + integer(4, total)
+        + text(5, label)
     )
+    return message(10, body)
+
+
+def state_bytes(state: State) -> bytes:
+    """The encoded basra.v1.State of an engine state."""
+    # Written inline, zone by zone: this runs on every answer that carries a state.
+    hands, piles, basras, totals, labels = (
+        state.hands,
+        state.captured,
+        state.basras,
+        state.totals,
+        state.labels,
+    )
+    return b"".join(
+        (
+            integer(1, state.seq),
+            optional_int(2, state.to_move),
+            integer(3, state.dealer),
+            integer(4, state.hand_number),
+            b"".join([_FLOOR[c] for c in state.floor]),
+            b"".join([_DECK[c] for c in state.deck]),
+            integer(7, state.carry),
+            integer(8, _STATUS_TO_PROTO[state.status]),
+            optional_int(9, state.winner),
+            _seat_state(hands[0], piles[0], basras[0], totals[0], labels[0]),
+            _seat_state(hands[1], piles[1], basras[1], totals[1], labels[1]),
+            wire.data(11, state.seed),
+            optional_int(12, state.last_capturer),
+            b"".join([_UNCLAIMED[c] for c in state.unclaimed]),
+        )
+    )
+
+
+def _groups(number: int, groups: Iterable[tuple[Card, ...]]) -> bytes:
+    """A repeated CardList field."""
+    return b"".join(message(number, _cards(1, g)) for g in groups)
+
+
+def _plan(plan: Plan) -> bytes:
+    return (
+        integer(1, plan.id)
+        + _cards(2, plan.cards)
+        + _groups(3, plan.groups)
+        + boolean(4, plan.basra)
+        + _cards(5, plan.same_rank)
+        + boolean(6, plan.sweep)
+    )
+
+
+def _move(move: Move) -> bytes:
+    plans = b"".join(message(2, _plan(p)) for p in move.plans)
+    return _card(1, move.card) + plans + boolean(3, move.trails)
+
+
+# The move field of a card that can only trail (most cards of most hands): card, trails.
+_TRAILING_MOVES = tuple(message(2, _card(1, c) + boolean(3, True)) for c in range(DECK_SIZE))
+
+
+def moves_bytes(seat: int | None, moves: Sequence[Move]) -> bytes:
+    """The encoded basra.v1.LegalMoves of the seat to move (None once the match is over)."""
+    return optional_int(1, seat) + b"".join(
+        [
+            _TRAILING_MOVES[m.card] if m.trails and not m.plans else message(2, _move(m))
+            for m in moves
+        ]
+    )
+
+
+def _seat_score(score: SeatScore) -> bytes:
+    return b"".join(
+        (
+            integer(1, score.cards),
+            integer(2, score.majority),
+            integer(3, score.jacks),
+            integer(4, score.aces),
+            integer(5, score.two_of_clubs),
+            integer(6, score.ten_of_diamonds),
+            integer(7, score.basras),
+            integer(8, score.basra_points),
+            integer(9, score.hand_total),
+            integer(10, score.running_total),
+        )
+    )
+
+
+def _hand_started(event: HandStarted) -> bytes:
+    return message(1, integer(1, event.hand_number) + integer(2, event.dealer))
+
+
+def _cards_dealt(event: CardsDealt) -> bytes:
+    return message(2, optional_int(1, event.seat) + _cards(2, event.cards))
+
+
+def _floor_fixed(event: FloorFixed) -> bytes:
+    return message(3, _cards(1, event.returned) + _cards(2, event.replacements))
+
+
+def _card_played(event: CardPlayed) -> bytes:
+    return message(4, integer(1, event.seat) + _card(2, event.card))
+
+
+def _captured(event: Captured) -> bytes:
+    return message(
+        5,
+        integer(1, event.seat)
+        + _card(2, event.card)
+        + integer(3, event.plan_id)
+        + _cards(4, event.cards)
+        + _cards(5, event.same_rank)
+        + _groups(6, event.groups),
+    )
+
+
+def _trailed(event: Trailed) -> bytes:
+    return message(6, integer(1, event.seat) + _card(2, event.card))
+
+
+def _swept(event: Swept) -> bytes:
+    return message(7, integer(1, event.seat) + _card(2, event.card) + _cards(3, event.cards))
+
+
+def _basra_scored(event: BasraScored) -> bytes:
+    return message(8, integer(1, event.seat) + _card(2, event.card))
+
+
+def _leftovers_awarded(event: LeftoversAwarded) -> bytes:
+    return message(9, optional_int(1, event.seat) + _cards(2, event.cards))
+
+
+def _hand_scored(event: HandScored) -> bytes:
+    return message(
+        10,
+        integer(1, event.hand_number)
+        + b"".join(message(2, _seat_score(s)) for s in event.seats)
+        + integer(3, event.carry_before)
+        + integer(4, event.carry_after),
+    )
+
+
+def _match_over(event: MatchOver) -> bytes:
+    return message(11, integer(1, event.winner) + wire.packed(2, event.totals))
+
+
+def _hidden_deal(event: HiddenDeal) -> bytes:
+    return message(12, integer(1, event.seat) + integer(2, event.count))
+
+
+# The field of each event type in basra.v1.Event's oneof, with its body.
+_EVENT_WRITERS: dict[type, Callable[[object], bytes]] = {
+    HandStarted: _hand_started,  # type: ignore[dict-item]
+    CardsDealt: _cards_dealt,  # type: ignore[dict-item]
+    FloorFixed: _floor_fixed,  # type: ignore[dict-item]
+    CardPlayed: _card_played,  # type: ignore[dict-item]
+    Captured: _captured,  # type: ignore[dict-item]
+    Trailed: _trailed,  # type: ignore[dict-item]
+    Swept: _swept,  # type: ignore[dict-item]
+    BasraScored: _basra_scored,  # type: ignore[dict-item]
+    LeftoversAwarded: _leftovers_awarded,  # type: ignore[dict-item]
+    HandScored: _hand_scored,  # type: ignore[dict-item]
+    MatchOver: _match_over,  # type: ignore[dict-item]
+    HiddenDeal: _hidden_deal,  # type: ignore[dict-item]
+}
+
+
+def event_bytes(event: Event | HiddenDeal) -> bytes:
+    """The encoded basra.v1.Event of one engine event (or of a hidden deal from seat_events)."""
+    writer = _EVENT_WRITERS.get(type(event))
+    if writer is None:
+        raise TypeError(f"unknown event type {type(event).__name__}")
+    return writer(event)
+
+
+def _seat_events(events: tuple[Event, ...], fields: Sequence[bytes], seat: int) -> bytes:
+    """One seat's basra.v1.SeatEvents; `fields` are the events' fields (number 2) as encoded."""
+    # engine.seat_events passes visible events through as the same objects, so their bytes
+    # are reused; anything else (hidden deals) is encoded.
+    seen = seat_events(events, seat)
+    body = b"".join(
+        [
+            field if shown is event else message(2, event_bytes(shown))
+            for shown, event, field in zip(seen, events, fields, strict=True)
+        ]
+    )
+    return integer(1, seat) + body
+
+
+def match_response_bytes(
+    state: bytes,
+    events: tuple[Event, ...],
+    moves: bytes,
+    seed_commitment: bytes,
+    signed_state: bytes | None,
+) -> bytes:
+    """An encoded NewMatchResponse or ApplyResponse (same fields) from its encoded parts.
+
+    `state`, `moves` and `signed_state` are the encodings of a State, a LegalMoves and a
+    SignedState (None: no signed state).
+    """
+    # Each event is field 2 both of the response and of SeatEvents: encoded once, used thrice.
+    fields = [message(2, event_bytes(e)) for e in events]
+    return b"".join(
+        (
+            message(1, state),
+            *fields,
+            message(3, moves),
+            message(4, _seat_events(events, fields, 0)),
+            message(4, _seat_events(events, fields, 1)),
+            wire.data(5, seed_commitment),
+            b"" if signed_state is None else message(14, signed_state),
+        )
+    )
+
+
+def signed_state_bytes(state: bytes, key_id: str, signature: bytes) -> bytes:
+    """An encoded basra.v1.SignedState."""
+    return wire.data(1, state) + text(2, key_id) + wire.data(3, signature)
+
+
+def _public_seat(view: SeatView, seat: int, hand_size: int) -> bytes:
+    return b"".join(
+        (
+            text(1, view.labels[seat]),
+            integer(2, hand_size),
+            integer(3, view.captured_counts[seat]),
+            integer(4, view.basras[seat]),
+            integer(5, view.totals[seat]),
+        )
+    )
+
+
+def view_bytes(view: SeatView) -> bytes:
+    """The encoded basra.v1.PlayerView of one seat's view; legal moves only for the seat to move."""
+    hand_sizes = (
+        (len(view.hand), view.opponent_hand_size)
+        if view.seat == 0
+        else (view.opponent_hand_size, len(view.hand))
+    )
+    moves = b""
+    if view.to_move == view.seat:
+        moves = message(14, moves_bytes(view.seat, view.legal_moves))
+    return b"".join(
+        (
+            integer(1, view.seat),
+            integer(2, view.seq),
+            integer(3, view.hand_number),
+            integer(4, view.round_number),
+            integer(5, view.dealer),
+            optional_int(6, view.to_move),
+            _cards(7, view.hand),
+            _cards(8, view.floor),
+            integer(9, view.deck_size),
+            message(10, _public_seat(view, 0, hand_sizes[0])),
+            message(10, _public_seat(view, 1, hand_sizes[1])),
+            integer(11, view.carry),
+            integer(12, _STATUS_TO_PROTO[view.status]),
+            optional_int(13, view.winner),
+            moves,
+            wire.data(15, view.seed_commitment),
+            optional_data(16, view.seed),
+        )
+    )
+
+
+# ---- the same values as messages (clients, tests, tools) ----
+
+
+def state_to_proto(state: State) -> pb.State:
+    """Return the message of an engine state."""
+    return pb.State.FromString(state_bytes(state))
 
 
 def moves_to_proto(seat: int | None, moves: Sequence[Move]) -> pb.LegalMoves:
     """Return the legal moves of the seat to move (seat None once the match is over)."""
-    return pb.LegalMoves(
-        seat=seat,
-        moves=[
-            pb.Move(card=code(m.card), plans=[_plan(p) for p in m.plans], trails=m.trails)
-            for m in moves
-        ],
-    )
-
-
-def _seat_score(score: SeatScore) -> pb.SeatScore:
-    return pb.SeatScore(
-        cards=score.cards,
-        majority=score.majority,
-        jacks=score.jacks,
-        aces=score.aces,
-        two_of_clubs=score.two_of_clubs,
-        ten_of_diamonds=score.ten_of_diamonds,
-        basras=score.basras,
-        basra_points=score.basra_points,
-        hand_total=score.hand_total,
-        running_total=score.running_total,
-    )
+    return pb.LegalMoves.FromString(moves_bytes(seat, moves))
 
 
 def event_to_proto(event: Event | HiddenDeal) -> pb.Event:
     """Return the message of one engine event (or of a hidden deal from seat_events)."""
-    match event:
-        case CardPlayed(seat, card):
-            return pb.Event(card_played=pb.CardPlayed(seat=seat, card=code(card)))
-        case Captured(seat, card, plan_id, cards, same_rank, groups):
-            return pb.Event(
-                captured=pb.Captured(
-                    seat=seat,
-                    card=code(card),
-                    plan_id=plan_id,
-                    cards=codes(cards),
-                    same_rank=codes(same_rank),
-                    groups=[pb.CardList(cards=codes(g)) for g in groups],
-                )
-            )
-        case Trailed(seat, card):
-            return pb.Event(trailed=pb.Trailed(seat=seat, card=code(card)))
-        case CardsDealt(seat, cards):
-            return pb.Event(cards_dealt=pb.CardsDealt(seat=seat, cards=codes(cards)))
-        case HiddenDeal(seat, count):
-            return pb.Event(hidden_deal=pb.HiddenDeal(seat=seat, count=count))
-        case Swept(seat, card, cards):
-            return pb.Event(swept=pb.Swept(seat=seat, card=code(card), cards=codes(cards)))
-        case BasraScored(seat, card):
-            return pb.Event(basra_scored=pb.BasraScored(seat=seat, card=code(card)))
-        case HandStarted(hand_number, dealer):
-            return pb.Event(hand_started=pb.HandStarted(hand_number=hand_number, dealer=dealer))
-        case FloorFixed(returned, replacements):
-            return pb.Event(
-                floor_fixed=pb.FloorFixed(
-                    returned=codes(returned), replacements=codes(replacements)
-                )
-            )
-        case LeftoversAwarded(seat, cards):
-            return pb.Event(leftovers_awarded=pb.LeftoversAwarded(seat=seat, cards=codes(cards)))
-        case HandScored(hand_number, seats, carry_before, carry_after):
-            return pb.Event(
-                hand_scored=pb.HandScored(
-                    hand_number=hand_number,
-                    seats=[_seat_score(s) for s in seats],
-                    carry_before=carry_before,
-                    carry_after=carry_after,
-                )
-            )
-        case MatchOver(winner, totals):
-            return pb.Event(match_over=pb.MatchOver(winner=winner, totals=list(totals)))
-    raise TypeError(f"unknown event type {type(event).__name__}")
+    return pb.Event.FromString(event_bytes(event))
+
+
+def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:
+    """Return the messages of several events, in order."""
+    return [event_to_proto(e) for e in events]
+
+
+def view_to_proto(view: SeatView) -> pb.PlayerView:
+    """Return the message of one seat's view; legal moves only when that seat is to move."""
+    return pb.PlayerView.FromString(view_bytes(view))
 
 
 def _seat_score_from_proto(message: pb.SeatScore) -> SeatScore:
@@ -321,63 +553,3 @@ def event_from_proto(message: pb.Event) -> Event | HiddenDeal:
         _pair(over.totals, "match_over.totals")
         return MatchOver(over.winner, (over.totals[0], over.totals[1]))
     raise ValueError("the event sets none of its kinds")
-
-
-def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:
-    """Return the messages of several events, in order."""
-    return [event_to_proto(e) for e in events]
-
-
-def seat_events_to_proto(
-    events: tuple[Event, ...], messages: Sequence[pb.Event]
-) -> list[pb.SeatEvents]:
-    """Return both seats' events, reusing `messages` (of `events`) for what a seat may see."""
-    # engine.seat_events passes visible events through as the same objects, so their messages
-    # are reused; anything else (hidden deals) is converted.
-    by_identity = {id(e): m for e, m in zip(events, messages, strict=True)}
-    return [
-        pb.SeatEvents(
-            seat=seat,
-            events=[by_identity.get(id(e)) or event_to_proto(e) for e in seat_events(events, seat)],
-        )
-        for seat in (0, 1)
-    ]
-
-
-def view_to_proto(view: SeatView) -> pb.PlayerView:
-    """Return the message of one seat's view; legal moves only when that seat is to move."""
-    hand_sizes = (
-        (len(view.hand), view.opponent_hand_size)
-        if view.seat == 0
-        else (view.opponent_hand_size, len(view.hand))
-    )
-    seats = [
-        pb.PublicSeat(
-            label=view.labels[s],
-            hand_size=hand_sizes[s],
-            captured_count=view.captured_counts[s],
-            basras=view.basras[s],
-            total=view.totals[s],
-        )
-        for s in (0, 1)
-    ]
-    message = pb.PlayerView(
-        seat=view.seat,
-        seq=view.seq,
-        hand_number=view.hand_number,
-        round_number=view.round_number,
-        dealer=view.dealer,
-        to_move=view.to_move,
-        hand=codes(view.hand),
-        floor=codes(view.floor),
-        deck_size=view.deck_size,
-        seats=seats,
-        carry=view.carry,
-        status=_STATUS_TO_PROTO[view.status],
-        winner=view.winner,
-        seed_commitment=view.seed_commitment,
-        seed=view.seed,
-    )
-    if view.to_move == view.seat:
-        message.legal_moves.CopyFrom(moves_to_proto(view.seat, view.legal_moves))
-    return message

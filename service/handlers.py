@@ -14,12 +14,12 @@ from time import perf_counter
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from basra.v1 import rules_pb2 as pb
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError
 
 import engine
 from engine import Move, RuleError, State
 from engine.rng import commitment
-from service import convert, errors
+from service import convert, errors, wire
 from service.signing import Keyring
 
 
@@ -31,8 +31,6 @@ class _Limited(Protocol):
 P = ParamSpec("P")
 R = TypeVar("R")
 H = TypeVar("H", bound=_Limited)
-# NewMatch and Apply answer with two message types of the same fields.
-MatchResponse = TypeVar("MatchResponse", pb.NewMatchResponse, pb.ApplyResponse)
 
 DRAWN_SEED_BYTES = 32
 DEFAULT_MAX_REPLAY_ACTIONS = 10_000
@@ -51,8 +49,8 @@ def _refusing(
         except RuleError as error:
             raise errors.from_rule_error(error) from None
         limit = self.limits.max_response_bytes
-        if limit is not None and isinstance(response, Message):
-            size = response.ByteSize()
+        if limit is not None and isinstance(response, bytes):
+            size = len(response)
             if size > limit:
                 raise errors.refusal(
                     errors.RESPONSE_TOO_LARGE,
@@ -86,7 +84,11 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Handlers:
-    """The five RPCs with their limits, a plan-timing observer, a seed source and signing keys."""
+    """The five RPCs with their limits, a plan-timing observer, a seed source and signing keys.
+
+    Each RPC takes its request message and returns the encoded response (its serializer on
+    the server is the identity).
+    """
 
     limits: Limits = field(default_factory=Limits)
     observe_plan_seconds: Callable[[float], None] = _no_observation
@@ -95,15 +97,15 @@ class Handlers:
     """Signing keys: when set, states go out sealed and must come back sealed."""
 
     @_refusing
-    def new_match(self, request: pb.NewMatchRequest) -> pb.NewMatchResponse:
+    def new_match(self, request: pb.NewMatchRequest) -> bytes:
         """Start a match from the given seed (or a drawn one) and labels."""
         labels = _labels(request.labels)
         seed = request.seed or self.draw_seed()
         state, events = engine.new_match(seed, labels)
-        return self._result(pb.NewMatchResponse, state, events)
+        return self._result(state, events)
 
     @_refusing
-    def apply(self, request: pb.ApplyRequest) -> pb.ApplyResponse:
+    def apply(self, request: pb.ApplyRequest) -> bytes:
         """Check the state and the expected seq, then apply the action."""
         state = self._checked_state(request)
         if not request.HasField("action"):
@@ -120,33 +122,29 @@ class Handlers:
         action = convert.action_from_proto(request.action)
         limit = self.limits.plan_work_limit
         after, events = engine.apply(state, action, work_limit=limit, check=False)
-        return self._result(pb.ApplyResponse, after, events)
+        return self._result(after, events)
 
     @_refusing
-    def legal_moves(self, request: pb.LegalMovesRequest) -> pb.LegalMovesResponse:
+    def legal_moves(self, request: pb.LegalMovesRequest) -> bytes:
         """List the legal moves of the seat to move."""
         state = self._checked_state(request)
         moves = self._moves(state)
-        return pb.LegalMovesResponse(legal_moves=convert.moves_to_proto(state.to_move, moves))
+        return wire.message(1, convert.moves_bytes(state.to_move, moves))
 
     @_refusing
-    def player_view(self, request: pb.PlayerViewRequest) -> pb.PlayerViewResponse:
+    def player_view(self, request: pb.PlayerViewRequest) -> bytes:
         """Return what one seat may see of the state."""
         state = self._checked_state(request)
         if not request.HasField("seat"):
             raise errors.refusal(
                 engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
             )
-        seat = request.seat
-        if seat == state.to_move:
-            # Generates (and times) the plans that seat_view then finds in the engine's cache.
-            self._moves(state)
         limit = self.limits.plan_work_limit
-        view = engine.seat_view(state, seat, limit)
-        return pb.PlayerViewResponse(view=convert.view_to_proto(view))
+        view = engine.seat_view(state, request.seat, limit, self._timed_plans)
+        return wire.message(1, convert.view_bytes(view))
 
     @_refusing
-    def replay(self, request: pb.ReplayRequest) -> pb.ReplayResponse:
+    def replay(self, request: pb.ReplayRequest) -> bytes:
         """Rebuild a match from its seed and actions; a refused action is reported, not raised."""
         count, limit = len(request.actions), self.limits.max_replay_actions
         if count > limit:
@@ -176,7 +174,7 @@ class Handlers:
             events=convert.events_to_proto(result.events),
             legal_moves=convert.moves_to_proto(result.state.to_move, self._moves(result.state)),
             refused_index=index,
-            signed_state=self._seal(final),
+            signed_state=self._seal_message(final),
         )
         if refused is not None:
             as_refusal = errors.from_rule_error(refused)
@@ -187,7 +185,7 @@ class Handlers:
                     metadata=as_refusal.metadata,
                 )
             )
-        return response
+        return response.SerializeToString()
 
     def _checked_state(
         self, request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest
@@ -240,42 +238,38 @@ class Handlers:
             )
         return request.state
 
-    def _seal(self, message: pb.State) -> pb.SignedState | None:
-        """The signed form of a returned state, when signing."""
+    def _seal(self, state: bytes) -> bytes | None:
+        """The encoded signed form of an encoded returned state, when signing."""
         if self.keyring is None:
             return None
-        data = message.SerializeToString()
-        key_id, signature = self.keyring.sign(data)
-        return pb.SignedState(state=data, key_id=key_id, signature=signature)
+        key_id, signature = self.keyring.sign(state)
+        return convert.signed_state_bytes(state, key_id, signature)
+
+    def _seal_message(self, message: pb.State) -> pb.SignedState | None:
+        """The signed form of a returned state message, when signing."""
+        sealed = self._seal(message.SerializeToString())
+        return None if sealed is None else pb.SignedState.FromString(sealed)
 
     def _moves(self, state: State) -> tuple[Move, ...]:
         """Legal moves of the seat to move, timing the plan generation of each card."""
-        observe = self.observe_plan_seconds
+        return engine.legal_moves(state, self.limits.plan_work_limit, self._timed_plans)
 
-        def timed(card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
-            started = perf_counter()
-            plans = engine.plans_for(card, floor, limit)
-            observe(perf_counter() - started)
-            return plans
+    def _timed_plans(self, card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
+        """engine.plans_for, observed: one plan-timing observation per card."""
+        started = perf_counter()
+        plans = engine.plans_for(card, floor, limit)
+        self.observe_plan_seconds(perf_counter() - started)
+        return plans
 
-        return engine.legal_moves(state, self.limits.plan_work_limit, timed)
-
-    def _result(
-        self,
-        response: type[MatchResponse],
-        state: State,
-        events: tuple[engine.Event, ...],
-    ) -> MatchResponse:
+    def _result(self, state: State, events: tuple[engine.Event, ...]) -> bytes:
         """The response of NewMatch or Apply: state, events as everyone and each seat sees them."""
-        messages = convert.events_to_proto(events)
-        message = convert.state_to_proto(state)
-        return response(
-            state=message,
-            events=messages,
-            legal_moves=convert.moves_to_proto(state.to_move, self._moves(state)),
-            seat_events=convert.seat_events_to_proto(events, messages),
-            seed_commitment=commitment(state.seed),
-            signed_state=self._seal(message),
+        encoded = convert.state_bytes(state)
+        return convert.match_response_bytes(
+            encoded,
+            events,
+            convert.moves_bytes(state.to_move, self._moves(state)),
+            commitment(state.seed),
+            self._seal(encoded),
         )
 
 

@@ -1,16 +1,18 @@
 """Server interceptors that count, time and log every call (sync and asyncio flavours).
 
 Both flavours feed one CallObserver, which updates the standard grpc_server_* series and the
-refusal counter and writes one log line per call. Calls of RulesService are logged at info;
-health checks and reflection at debug, so probes do not drown the log.
+refusal counter (through the process's metrics Tally) and writes one log line per call. Calls
+of RulesService are logged at info; health checks and reflection at debug, so probes do not
+drown the log. Each method's wrapped handler and observer are built on its first call and
+reused, so a call pays only for what it observes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from time import perf_counter
 from typing import Any
 
@@ -19,7 +21,7 @@ from basra.v1 import rules_pb2 as pb
 
 from service import errors
 from service.logs import Logger
-from service.metrics import Metrics
+from service.metrics import MethodTally, Tally
 from service.servicer import SERVICE_NAME
 
 REQUEST_ID_KEY = "x-request-id"
@@ -62,18 +64,28 @@ def _request_id(metadata: Metadata) -> str | None:
     return None
 
 
-def _facts(request: object, response: object) -> dict[str, int]:
-    """The seq and seat a call was about; only these numbers, never cards or the seed."""
+# Answers the handlers give encoded whose log line names the seq of the state they hold.
+_ANSWER_TYPES: dict[str, type[pb.NewMatchResponse] | type[pb.ReplayResponse]] = {
+    "NewMatch": pb.NewMatchResponse,
+    "Replay": pb.ReplayResponse,
+}
+
+
+_STATE_REQUESTS = (pb.ApplyRequest, pb.LegalMovesRequest, pb.PlayerViewRequest)
+
+
+def _facts(method: str, request: object, response: object) -> dict[str, int]:
+    """The seq and seat a call of a RulesService `method` was about; never cards or the seed."""
     facts: dict[str, int] = {}
-    if isinstance(request, pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest):
+    if isinstance(request, _STATE_REQUESTS):
         if request.HasField("state"):
             facts["seq"] = request.state.seq
         if isinstance(request, pb.ApplyRequest) and request.action.HasField("seat"):
             facts["seat"] = request.action.seat
         elif isinstance(request, pb.PlayerViewRequest) and request.HasField("seat"):
             facts["seat"] = request.seat
-    elif isinstance(response, pb.NewMatchResponse | pb.ApplyResponse | pb.ReplayResponse):
-        facts["seq"] = response.state.seq
+    elif isinstance(response, bytes) and method in _ANSWER_TYPES:
+        facts["seq"] = _ANSWER_TYPES[method].FromString(response).state.seq
     return facts
 
 
@@ -81,18 +93,42 @@ def _facts(request: object, response: object) -> dict[str, int]:
 class CallObserver:
     """Records the start and the end of calls in metrics and logs."""
 
-    metrics: Metrics | None
+    metrics: Tally | None
     logger: Logger
 
-    def started(self, kind: CallKind) -> float:
+    def method(self, kind: CallKind) -> MethodObserver:
+        """The observer of one method's calls (build it once per method, not per call)."""
+        tally = self.metrics.method(*astuple(kind)) if self.metrics is not None else None
+        return MethodObserver(self, kind, tally)
+
+
+class MethodObserver:
+    """Records the calls of one method; what does not change between calls is looked up once."""
+
+    __slots__ = ("_kind", "_log", "_name", "_ours", "_tallied", "_tally")
+
+    def __init__(self, observer: CallObserver, kind: CallKind, tally: MethodTally | None) -> None:
+        self._kind = kind
+        self._tally = observer.metrics
+        self._tallied = tally
+        self._ours = kind.grpc_service == SERVICE_NAME
+        # Calls of RulesService are logged at info; health checks and reflection at debug.
+        level = logging.INFO if self._ours else logging.DEBUG
+        logger = observer.logger
+        enabled = getattr(logger, "is_enabled_for", None)
+        self._log = None
+        if enabled is None or enabled(level):
+            self._log = logger.info if self._ours else logger.debug
+        self._name = f"{kind.grpc_service}/{kind.grpc_method}"
+
+    def started(self) -> float:
         """Count a call as started; return its start time."""
-        if self.metrics is not None:
-            self.metrics.started.labels(kind.grpc_type, kind.grpc_service, kind.grpc_method).inc()
+        if self._tallied is not None:
+            self._tally.started(self._tallied)  # type: ignore[union-attr]
         return perf_counter()
 
     def finished(
         self,
-        kind: CallKind,
         start: float,
         context: Context,
         code: grpc.StatusCode,
@@ -100,13 +136,15 @@ class CallObserver:
     ) -> None:
         """Count, time and log a finished call; `exchange` is its (request, response)."""
         # Observation never decides how a call ends: a failure here must not turn an answer
-        # into UNKNOWN, so it is dropped (the counters and log simply miss this call).
-        with contextlib.suppress(Exception):
-            self._record(kind, start, context, code, exchange)
+        # into UNKNOWN, so it is dropped (the counters and log simply miss this call). A plain
+        # try costs nothing per call; contextlib.suppress builds a context manager each time.
+        try:  # noqa: SIM105
+            self._record(start, context, code, exchange)
+        except Exception:
+            pass
 
     def _record(
         self,
-        kind: CallKind,
         start: float,
         context: Context,
         code: grpc.StatusCode,
@@ -115,21 +153,19 @@ class CallObserver:
         duration = perf_counter() - start
         status = code.name
         reason = errors.reason_in(context.trailing_metadata()) if status != "OK" else None
-        if self.metrics is not None:
-            labels = (kind.grpc_type, kind.grpc_service, kind.grpc_method)
-            self.metrics.handled.labels(*labels, status).inc()
-            self.metrics.handling_seconds.labels(*labels).observe(duration)
-            if reason is not None:
-                self.metrics.refusals.labels(kind.grpc_method, reason).inc()
-        log = self.logger.info if kind.grpc_service == SERVICE_NAME else self.logger.debug
-        log(
+        if self._tallied is not None:
+            self._tally.finished(self._tallied, status, duration, reason)  # type: ignore[union-attr]
+        if self._log is None:
+            return
+        facts = _facts(self._kind.grpc_method, *exchange) if self._ours else {}
+        self._log(
             "rpc",
-            method=f"{kind.grpc_service}/{kind.grpc_method}",
+            method=self._name,
             code=status,
             reason=reason,
             duration_ms=round(duration * 1000, 3),
             request_id=_request_id(context.invocation_metadata()),
-            **_facts(*exchange),
+            **facts,
         )
 
 
@@ -168,11 +204,28 @@ def _behaviour(handler: Handler) -> Callable[..., Any]:
     )
 
 
+class _Wrapped:
+    """The observed handlers built so far, by method: rebuilt only if grpc's handler changes."""
+
+    def __init__(self) -> None:
+        self._by_method: dict[str, tuple[Handler, Handler]] = {}
+
+    def get(self, method: str, handler: Handler, build: Callable[[], Handler]) -> Handler:
+        """The observed form of `handler`, built by `build` the first time it is met."""
+        known = self._by_method.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = build()
+        self._by_method[method] = (handler, wrapped)  # a race only builds it twice
+        return wrapped
+
+
 class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     """Sync-server interceptor feeding a CallObserver."""
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
+        self._wrapped = _Wrapped()
 
     def intercept_service(
         self, continuation: Callable[[Any], Handler], handler_call_details: Any
@@ -181,13 +234,16 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        kind = call_kind(handler_call_details.method, handler)
-        observer = self._observer
+        method = handler_call_details.method
+        return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
+
+    def _observed(self, method: str, handler: Handler) -> Handler:
+        observer = self._observer.method(call_kind(method, handler))
         inner = _behaviour(handler)
         if not handler.response_streaming:
 
             def single(request: Any, context: Context) -> Any:
-                start = observer.started(kind)
+                start = observer.started()
                 response, failed = None, True
                 try:
                     response = inner(request, context)
@@ -195,19 +251,19 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                     return response
                 finally:
                     code = _code_of(context, failed)
-                    observer.finished(kind, start, context, code, (request, response))
+                    observer.finished(start, context, code, (request, response))
 
             return _rebuild(handler, single)
 
         def stream(request: Any, context: Context) -> Iterator[Any]:
-            start = observer.started(kind)
+            start = observer.started()
             failed = True
             try:
                 yield from inner(request, context)
                 failed = False
             finally:
                 code = _stream_code(context, failed, not context.is_active())
-                observer.finished(kind, start, context, code)
+                observer.finished(start, context, code)
 
         return _rebuild(handler, stream)
 
@@ -217,6 +273,7 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
+        self._wrapped = _Wrapped()
 
     async def intercept_service(
         self,
@@ -227,13 +284,16 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        kind = call_kind(handler_call_details.method, handler)
-        observer = self._observer
+        method = handler_call_details.method
+        return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
+
+    def _observed(self, method: str, handler: Handler) -> Handler:
+        observer = self._observer.method(call_kind(method, handler))
         inner = _behaviour(handler)
         if inspect.isasyncgenfunction(inner):
 
             async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
-                start = observer.started(kind)
+                start = observer.started()
                 failed = True
                 try:
                     async for item in inner(request, context):
@@ -241,13 +301,15 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
                     failed = False
                 finally:
                     code = _stream_code(context, failed, context.cancelled())
-                    observer.finished(kind, start, context, code)
+                    observer.finished(start, context, code)
 
             return _rebuild(handler, stream)
 
+        streaming = handler.response_streaming
+
         # Unary methods, and streaming ones written with context.write (health Watch).
         async def single(request: Any, context: Context) -> Any:
-            start = observer.started(kind)
+            start = observer.started()
             response, failed = None, True
             try:
                 response = await inner(request, context)
@@ -255,7 +317,7 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
                 return response
             finally:
                 code = _stream_code(context, failed, context.cancelled())
-                exchange = (None, None) if handler.response_streaming else (request, response)
-                observer.finished(kind, start, context, code, exchange)
+                exchange = (None, None) if streaming else (request, response)
+                observer.finished(start, context, code, exchange)
 
         return _rebuild(handler, single)

@@ -3,15 +3,25 @@
 With several workers, prometheus-client runs in multiprocess mode: PROMETHEUS_MULTIPROC_DIR is
 set before any worker starts, each worker writes its values to files there, and the parent
 serves /metrics by aggregating them with MultiProcessCollector.
+
+In that mode every update of a value takes a lock and writes a memory-mapped file, several
+microseconds each, and a call makes several (one per card for the plan timing). So calls
+update a Tally instead: plain counts added up under one lock, which a worker writes to the
+families every FLUSH_SECONDS and once more when it stops. The totals in /metrics are exact;
+they only trail the calls by up to FLUSH_SECONDS.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -55,6 +65,8 @@ HANDLING_BUCKETS = (
     10.0,
 )
 _CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+# How often a worker writes its tallied counts to the metric families.
+FLUSH_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +116,123 @@ class Metrics:
                 registry=registry,
             ),
         )
+
+
+class MethodTally:
+    """The counts of one RPC method since the last flush, and its metric children."""
+
+    __slots__ = ("buckets", "handled", "labels", "seconds", "started")
+
+    def __init__(self, labels: tuple[str, str, str]) -> None:
+        self.labels = labels
+        self.started = 0
+        self.handled: dict[str, int] = {}
+        self.buckets = [0] * (len(HANDLING_BUCKETS) + 1)  # the last one is +Inf
+        self.seconds = 0.0
+
+
+class Tally:
+    """The per-call metric updates of one process, added up and written to `metrics` by flush.
+
+    Every method is safe to call from any thread. Counting costs a lock and a few additions;
+    flush writes the counts gathered since the previous flush to the metric families.
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._methods: dict[tuple[str, str, str], MethodTally] = {}
+        self._refusals: dict[tuple[str, str], int] = {}
+        self._plan_buckets = [0] * (len(PLAN_BUCKETS) + 1)
+        self._plan_seconds = 0.0
+        self._flush_lock = threading.Lock()
+
+    def method(self, grpc_type: str, grpc_service: str, grpc_method: str) -> MethodTally:
+        """The tally of one method (the same object for the same labels)."""
+        labels = (grpc_type, grpc_service, grpc_method)
+        with self._lock:
+            return self._methods.setdefault(labels, MethodTally(labels))
+
+    def started(self, method: MethodTally) -> None:
+        """Count a call as started."""
+        with self._lock:
+            method.started += 1
+
+    def finished(self, method: MethodTally, code: str, seconds: float, reason: str | None) -> None:
+        """Count a finished call with its status code, duration and refusal reason (if any)."""
+        index = bisect_left(HANDLING_BUCKETS, seconds)
+        with self._lock:
+            method.handled[code] = method.handled.get(code, 0) + 1
+            method.buckets[index] += 1
+            method.seconds += seconds
+            if reason is not None:
+                key = (method.labels[2], reason)
+                self._refusals[key] = self._refusals.get(key, 0) + 1
+
+    def observe_plan(self, seconds: float) -> None:
+        """Count one plan generation that took `seconds`."""
+        index = bisect_left(PLAN_BUCKETS, seconds)
+        with self._lock:
+            self._plan_buckets[index] += 1
+            self._plan_seconds += seconds
+
+    def flush(self) -> None:
+        """Write the counts gathered since the last flush to the metric families."""
+        with self._flush_lock:  # two flushes at once would still add up, but in any order
+            with self._lock:
+                methods = [
+                    (m.labels, m.started, m.handled, m.buckets, m.seconds)
+                    for m in self._methods.values()
+                ]
+                for m in self._methods.values():
+                    m.started, m.handled, m.seconds = 0, {}, 0.0
+                    m.buckets = [0] * len(m.buckets)
+                refusals, self._refusals = self._refusals, {}
+                plans = (self._plan_buckets, self._plan_seconds)
+                self._plan_buckets = [0] * len(self._plan_buckets)
+                self._plan_seconds = 0.0
+            family = self.metrics
+            for labels, started, handled, buckets, seconds in methods:
+                if started:
+                    family.started.labels(*labels).inc(started)
+                for code, count in handled.items():
+                    family.handled.labels(*labels, code).inc(count)
+                if any(buckets):
+                    _add_to_histogram(family.handling_seconds.labels(*labels), buckets, seconds)
+            for (method, reason), count in refusals.items():
+                family.refusals.labels(method, reason).inc(count)
+            if any(plans[0]):
+                _add_to_histogram(family.plan_seconds, *plans)
+
+    def flush_every(self, seconds: float) -> Callable[[], None]:
+        """Flush on a daemon thread every `seconds`; return a function that stops it and
+        flushes one last time."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(seconds):
+                self.flush()
+
+        thread = threading.Thread(target=run, name="metrics-flush", daemon=True)
+        thread.start()
+
+        def stop_and_flush() -> None:
+            stop.set()
+            thread.join()
+            self.flush()
+
+        return stop_and_flush
+
+
+def _add_to_histogram(histogram: MetricWrapperBase, buckets: list[int], seconds: float) -> None:
+    """Add bucket counts and a sum to a histogram, as that many observe() calls would."""
+    # prometheus-client has no public call for this; its Histogram keeps one value per bucket
+    # (not cumulative, +Inf last) and one for the sum, which is what observe() increments.
+    values = histogram._buckets  # type: ignore[attr-defined]
+    for index, count in enumerate(buckets):
+        if count:
+            values[index].inc(count)
+    histogram._sum.inc(seconds)  # type: ignore[attr-defined]
 
 
 def multiprocess_registry(directory: str) -> CollectorRegistry:

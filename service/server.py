@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from service.config import Config
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
-from service.metrics import Metrics
+from service.metrics import Tally
 from service.servicer import SERVICE_NAME, AsyncRulesServicer, RulesServicer, add_to_server
 from service.signing import load_keys
 from service.tls import server_credentials, tls_files
@@ -68,13 +68,13 @@ def receive_limit(config: Config) -> int:
     return 2 * config.max_message_bytes + RECEIVE_HEADROOM_BYTES
 
 
-def make_handlers(config: Config, metrics: Metrics | None) -> Handlers:
+def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
     limits = Limits(config.plan_work_limit, config.max_replay_actions, config.max_message_bytes)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
     if metrics is None:
         return Handlers(limits, keyring=keyring)
-    return Handlers(limits, observe_plan_seconds=metrics.plan_seconds.observe, keyring=keyring)
+    return Handlers(limits, observe_plan_seconds=metrics.observe_plan, keyring=keyring)
 
 
 def _address(config: Config, port: int) -> str:

@@ -3,7 +3,8 @@
 
 Both servicers call the same handlers; they differ only in how a refusal ends the call.
 Registration reads request bodies with a reader that never raises, because grpc would answer
-an unreadable body with INTERNAL; the servicer refuses it with INVALID_ARGUMENT instead.
+an unreadable body with INTERNAL; the servicer refuses it with INVALID_ARGUMENT instead. The
+handlers answer with the encoded response, so the response serializer is the identity.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from service.handlers import Handlers
 
 SERVICE_NAME = "basra.v1.RulesService"
 
-# Request and response types of each RPC, in the order of the .proto.
+# Request and response types of each RPC, in the order of the .proto (the handlers answer
+# with the response type's encoding).
 METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "NewMatch": (pb.NewMatchRequest, pb.NewMatchResponse),
     "Apply": (pb.ApplyRequest, pb.ApplyResponse),
@@ -93,33 +95,30 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
     def __init__(self, handlers: Handlers) -> None:
         self._handlers = handlers
 
-    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> pb.NewMatchResponse:
+    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Start a match."""
-        return _answer(self._handlers.new_match, request, context, pb.NewMatchResponse)
+        return _answer(self._handlers.new_match, request, context)
 
-    def Apply(self, request: Any, context: grpc.ServicerContext) -> pb.ApplyResponse:
+    def Apply(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Apply one action."""
-        return _answer(self._handlers.apply, request, context, pb.ApplyResponse)
+        return _answer(self._handlers.apply, request, context)
 
-    def LegalMoves(self, request: Any, context: grpc.ServicerContext) -> pb.LegalMovesResponse:
+    def LegalMoves(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """List the legal moves."""
-        return _answer(self._handlers.legal_moves, request, context, pb.LegalMovesResponse)
+        return _answer(self._handlers.legal_moves, request, context)
 
-    def PlayerView(self, request: Any, context: grpc.ServicerContext) -> pb.PlayerViewResponse:
+    def PlayerView(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Return one seat's view."""
-        return _answer(self._handlers.player_view, request, context, pb.PlayerViewResponse)
+        return _answer(self._handlers.player_view, request, context)
 
-    def Replay(self, request: Any, context: grpc.ServicerContext) -> pb.ReplayResponse:
+    def Replay(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Replay a match."""
-        return _answer(self._handlers.replay, request, context, pb.ReplayResponse)
+        return _answer(self._handlers.replay, request, context)
 
 
 def _answer(
-    handler: Callable[[Req], Resp],
-    request: Req | Unreadable,
-    context: grpc.ServicerContext,
-    empty: Callable[[], Resp],
-) -> Resp:
+    handler: Callable[[Req], bytes], request: Req | Unreadable, context: grpc.ServicerContext
+) -> bytes:
     try:
         return respond(handler, request)
     except Refusal as refusal:
@@ -132,7 +131,7 @@ def _answer(
             context.set_code(status.code)
             context.set_details(status.details)
             context.set_trailing_metadata(status.trailing_metadata)
-            return empty()
+            return b""
         raise  # abort_with_status always raises; this line only tells type checkers so
 
 
@@ -187,9 +186,9 @@ def add_to_server(
         name: grpc.unary_unary_rpc_method_handler(
             getattr(servicer, name),
             request_deserializer=_reader(request_type, max_request_bytes),
-            response_serializer=response_type.SerializeToString,
+            response_serializer=None,  # the handlers answer with bytes
         )
-        for name, (request_type, response_type) in METHODS.items()
+        for name, (request_type, _) in METHODS.items()
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)

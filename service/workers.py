@@ -30,7 +30,7 @@ from typing import Any
 
 from prometheus_client import multiprocess
 
-from service import metrics
+from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
 
@@ -79,15 +79,22 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     from service.interceptors import CallObserver  # grpc is imported by workers only
 
-    observer = CallObserver(metrics.Metrics.create(None), logger)
+    plan_table.install()  # before serving: no reachable floor is searched in a call
+
+    tally = metrics.Tally(metrics.Metrics.create(None))
+    observer = CallObserver(tally, logger)
+    stop_flushing = tally.flush_every(metrics.FLUSH_SECONDS)
     # Everything imported so far lives as long as the worker: move it out of the cyclic
     # collector's sight, so full collections (pauses of several ms here) walk less.
     gc.collect()
     gc.freeze()
-    if config.io == "asyncio":
-        asyncio.run(_serve_async(config, observer, port, ready, logger))
-    else:
-        _serve_sync(config, observer, port, ready, logger)
+    try:
+        if config.io == "asyncio":
+            asyncio.run(_serve_async(config, observer, port, ready, logger))
+        else:
+            _serve_sync(config, observer, port, ready, logger)
+    finally:
+        stop_flushing()  # the calls counted since the last flush, SIGTERM's drain included
 
 
 def _serve_sync(

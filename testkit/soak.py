@@ -12,6 +12,7 @@ start and end.
     python -m testkit.soak --duration 600 --rate 100          # starts its own 2-worker server
     python -m testkit.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
     python -m testkit.soak --target 127.0.0.1:50051 --server-pid PID
+    python -m testkit.soak --duration 3600 --workers 1 --metrics --sample-every 300  # defaults
 """
 
 from __future__ import annotations
@@ -274,6 +275,8 @@ class Report:
     workers_killed: int = 0
     unavailable_during_kills: int = 0
     longest_restore_seconds: float = 0.0
+    rss_samples: list[tuple[float, dict[int, int | None]]] = field(default_factory=list)
+    """(seconds since the start, RSS of each worker) every `sample_every` seconds."""
 
     def text(self) -> str:
         """A readable summary."""
@@ -302,6 +305,9 @@ class Report:
         for pid in sorted(set(self.rss_kib_start) | set(self.rss_kib_end)):
             start, end = self.rss_kib_start.get(pid), self.rss_kib_end.get(pid)
             lines.append(f"worker {pid}: RSS {_kib(start)} at start, {_kib(end)} at end")
+        for seconds, rss in self.rss_samples:
+            shown = ", ".join(f"{pid} {_kib(kib)}" for pid, kib in sorted(rss.items()))
+            lines.append(f"  at {seconds / 60:5.1f} min: RSS {shown}")
         return "\n".join(lines)
 
 
@@ -322,6 +328,7 @@ def run(
     seed: int = 0,
     workers: Callable[[], list[int]] = list,
     kill_every: float | None = None,
+    sample_every: float | None = None,
     until_matches: int | None = None,
 ) -> Report:
     """Soak `target` for `duration` seconds at `rate` calls/s over `tables` tables.
@@ -329,7 +336,8 @@ def run(
     With `until_matches`, the run ends as soon as that many matches were played to the end
     and replayed (`duration` is then the deadline). With `kill_every`, a worker chosen at
     random is killed (SIGKILL) that often; calls that fail UNAVAILABLE are then counted
-    apart, as explained by the kills, not as errors.
+    apart, as explained by the kills, not as errors. With `sample_every`, the workers'
+    memory is sampled that often (to see whether it levels off).
     """
     tally = Tally()
     start_pids = workers()
@@ -368,6 +376,14 @@ def run(
         threading.Thread(target=table_loop, args=(i, c), name=f"table-{i}")
         for i, c in enumerate(channels)
     ]
+    samples: list[tuple[float, dict[int, int | None]]] = []
+    if sample_every:
+
+        def sample() -> None:
+            while not done.wait(sample_every):
+                samples.append((time.monotonic() - started, _rss(workers())))
+
+        threads.append(threading.Thread(target=sample, name="memory"))
     if kill_every:
         killer = threading.Thread(
             target=_kill_workers,
@@ -407,6 +423,7 @@ def run(
         workers_killed=faults.kills,
         unavailable_during_kills=faults.unavailable,
         longest_restore_seconds=faults.longest_restore,
+        rss_samples=samples,
     )
 
 
@@ -467,6 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--kill-every", type=float, help="SIGKILL a random worker this often (seconds)"
     )
+    parser.add_argument(
+        "--metrics", action="store_true", help="start the server with /metrics on, its default"
+    )
+    parser.add_argument(
+        "--sample-every", type=float, help="sample the workers' memory this often (seconds)"
+    )
     args = parser.parse_args(argv)
     served = None
     if args.target:
@@ -480,7 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = {}
         if args.signing:
             env["BASRA_SIGNING_KEYS"] = "soak:" + base64.b64encode(os.urandom(32)).decode()
-        served = harness.start(["--workers", str(args.workers)], env=env, keep_calls=False)
+        served = harness.start(
+            ["--workers", str(args.workers)], env=env, keep_calls=False, metrics=args.metrics
+        )
         target = served.target
         workers = served.ready_workers
     try:
@@ -492,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             workers=workers,
             kill_every=args.kill_every,
+            sample_every=args.sample_every,
         )
     finally:
         if served is not None:

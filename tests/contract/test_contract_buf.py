@@ -140,12 +140,16 @@ def test_new_match_and_apply_responses_have_one_wire_shape() -> None:
 def test_an_apply_response_reads_as_a_new_match_response_byte_for_byte() -> None:
     """A gateway may handle both answers alike: each one's bytes read fully as the other."""
     handlers = Handlers()
-    first = handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"]))
+    first = pb.NewMatchResponse.FromString(
+        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"]))
+    )
     move = first.legal_moves.moves[0]
     action = pb.Action(seat=first.legal_moves.seat, card=move.card)
     if move.plans:
         action.plan_id = 1
-    after = handlers.apply(pb.ApplyRequest(state=first.state, action=action))
+    after = pb.ApplyResponse.FromString(
+        handlers.apply(pb.ApplyRequest(state=first.state, action=action))
+    )
     for message, other in ((first, pb.ApplyResponse), (after, pb.NewMatchResponse)):
         data = message.SerializeToString()
         read = other.FromString(data)

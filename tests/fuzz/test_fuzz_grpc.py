@@ -40,6 +40,7 @@ from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
 from testkit import harness
 from testkit.actions import action_to_proto, random_action, spellings
+from tests.fuzz.in_process import ZONE_OPS, ZONES, zone, zone_op
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 REPORT = os.environ.get("BASRA_FUZZ_REPORT")
@@ -102,16 +103,6 @@ CARDLIKE = st.one_of(st.sampled_from(CODES), st.text(max_size=20), TRICKY)
 
 # ---- mutations of a valid state ----
 
-ZONES = ("deck", "floor", "unclaimed", "hand0", "hand1", "captured0", "captured1")
-
-
-def _zone(message: pb.State, zone: str) -> Any:
-    if zone.startswith("hand"):
-        return message.seats[int(zone[-1])].hand
-    if zone.startswith("captured"):
-        return message.seats[int(zone[-1])].captured
-    return getattr(message, zone)
-
 
 @st.composite
 def mutation(draw: st.DrawFn) -> Callable[[pb.State], None]:
@@ -160,31 +151,15 @@ def mutation(draw: st.DrawFn) -> Callable[[pb.State], None]:
 @st.composite
 def zone_mutation(draw: st.DrawFn) -> Callable[[pb.State], None]:
     """Duplicate, drop, move, insert or replace cards in one zone."""
-    zone, other = draw(st.sampled_from(ZONES)), draw(st.sampled_from(ZONES))
-    op = draw(st.sampled_from(["duplicate", "drop", "move", "insert", "replace", "shuffle"]))
+    name, other = draw(st.sampled_from(ZONES)), draw(st.sampled_from(ZONES))
+    op = draw(st.sampled_from(ZONE_OPS))
     index, text = draw(st.integers(0, 60)), draw(CARDLIKE)
     order = draw(st.randoms(use_true_random=False))
 
     def change(m: pb.State) -> None:
         if len(m.seats) < 2:
             return
-        cards, source = _zone(m, zone), _zone(m, other)
-        if op == "duplicate" and source:
-            cards.append(source[index % len(source)])
-        elif op == "drop" and cards:
-            del cards[index % len(cards)]
-        elif op == "move" and source:
-            cards.append(source[index % len(source)])
-            del source[index % len(source)]
-        elif op == "insert":
-            cards.insert(index, text)
-        elif op == "replace" and cards:
-            cards[index % len(cards)] = text
-        elif op == "shuffle":
-            shuffled = list(cards)
-            order.shuffle(shuffled)
-            del cards[:]
-            cards.extend(shuffled)
+        zone_op(zone(m, name), zone(m, other), op, index, text=text, order=order)
 
     return change
 
@@ -302,7 +277,7 @@ def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
         except DecodeError:
             request = Unreadable(request_type.DESCRIPTOR.name, len(body))
     try:
-        return respond(BY_METHOD[method], request).SerializeToString(), None
+        return respond(BY_METHOD[method], request), None
     except Refusal as refusal:
         return None, refusal
 

@@ -38,33 +38,33 @@ class Mutation:
 MUTATIONS = (
     Mutation(
         "jacks and aces swapped in a hand score",
-        "        jacks=score.jacks,\n        aces=score.aces,",
-        "        jacks=score.aces,\n        aces=score.jacks,",
+        "            integer(3, score.jacks),\n            integer(4, score.aces),",
+        "            integer(3, score.aces),\n            integer(4, score.jacks),",
     ),
     Mutation(
         "hand and captured swapped in a state's seat",
-        "            hand=codes(state.hands[s]),\n            captured=codes(state.captured[s]),",
-        "            hand=codes(state.captured[s]),\n            captured=codes(state.hands[s]),",
+        'b"".join([_HAND[c] for c in hand])\n        + b"".join([_PILE[c] for c in pile])',
+        'b"".join([_HAND[c] for c in pile])\n        + b"".join([_PILE[c] for c in hand])',
     ),
     Mutation(
         "cards and same_rank swapped in the Captured event",
-        "                    cards=codes(cards),\n                    same_rank=codes(same_rank),",
-        "                    cards=codes(same_rank),\n                    same_rank=codes(cards),",
+        "        + _cards(4, event.cards)\n        + _cards(5, event.same_rank)",
+        "        + _cards(4, event.same_rank)\n        + _cards(5, event.cards)",
     ),
     Mutation(
         "basras and total swapped in a state's seat",
-        "            basras=state.basras[s],\n            total=state.totals[s],",
-        "            basras=state.totals[s],\n            total=state.basras[s],",
+        "        + integer(3, basras)\n        + integer(4, total)",
+        "        + integer(3, total)\n        + integer(4, basras)",
     ),
     Mutation(
         "replacements and returned swapped in FloorFixed",
-        "returned=codes(returned), replacements=codes(replacements)",
-        "returned=codes(replacements), replacements=codes(returned)",
+        "_cards(1, event.returned) + _cards(2, event.replacements)",
+        "_cards(1, event.replacements) + _cards(2, event.returned)",
     ),
     Mutation(
         "the last card of the deck dropped",
-        "        deck=codes(state.deck),",
-        "        deck=codes(state.deck)[:-1],",
+        'b"".join([_DECK[c] for c in state.deck]),',
+        'b"".join([_DECK[c] for c in state.deck[:-1]]),',
     ),
     Mutation(
         "the last legal move dropped",
@@ -73,13 +73,13 @@ MUTATIONS = (
     ),
     Mutation(
         "carry before and after swapped in HandScored",
-        "carry_before=carry_before,\n                    carry_after=carry_after,",
-        "carry_before=carry_after,\n                    carry_after=carry_before,",
+        "        + integer(3, event.carry_before)\n        + integer(4, event.carry_after),",
+        "        + integer(3, event.carry_after)\n        + integer(4, event.carry_before),",
     ),
     Mutation(
         "a plan's sweep flag taken from its Basra flag",
-        "        sweep=plan.sweep,",
-        "        sweep=plan.basra,",
+        "        + boolean(6, plan.sweep)",
+        "        + boolean(6, plan.basra)",
     ),
     Mutation(
         "the view's hand sizes given to the wrong seats",
@@ -88,13 +88,13 @@ MUTATIONS = (
     ),
     Mutation(
         "the final totals reversed in MatchOver",
-        "totals=list(totals)))",
-        "totals=list(totals)[::-1]))",
+        "wire.packed(2, event.totals)",
+        "wire.packed(2, event.totals[::-1])",
     ),
     Mutation(
         "the last capturer left out of the state",
-        "        last_capturer=state.last_capturer,",
-        "        last_capturer=None,",
+        "            optional_int(12, state.last_capturer),",
+        "            optional_int(12, None),",
     ),
     Mutation(
         "the received totals read from the wrong seats",
@@ -103,8 +103,8 @@ MUTATIONS = (
     ),
     Mutation(
         "a hidden deal's count replaced by its seat",
-        "pb.HiddenDeal(seat=seat, count=count)",
-        "pb.HiddenDeal(seat=seat, count=seat)",
+        "integer(2, event.count)",
+        "integer(2, event.seat)",
     ),
 )
 

@@ -27,9 +27,9 @@ from service.config import Config
 from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
-from service.metrics import Metrics
+from service.metrics import Metrics, Tally
 from service.server import AsyncServer, SyncServer, build_async, build_sync
-from service.servicer import RulesServicer
+from service.servicer import METHODS, RulesServicer
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
@@ -64,7 +64,9 @@ def grpc_testing_caller(handlers: Handlers) -> Caller:
         rpc = server.invoke_unary_unary(SERVICE.methods_by_name[method], (), request, None)
         response, trailing, code, details = rpc.termination()
         if code is grpc.StatusCode.OK:
-            return Outcome(code, response)
+            # The servicer answers with the encoded response, as grpc sends it.
+            reply = METHODS[method][1].FromString(response)
+            return Outcome(code, reply)
         return Outcome(code, None, details, error_infos(trailing))
 
     return call
@@ -91,6 +93,7 @@ class InProcess:
 
     port: int
     registry: CollectorRegistry
+    tally: Tally
     log: io.StringIO
     stop: Callable[[float], None]
     channel: grpc.Channel = field(init=False)
@@ -108,29 +111,29 @@ class InProcess:
         self.stop(grace)
 
 
-def _observer(registry: CollectorRegistry, log: io.StringIO) -> CallObserver:
-    return CallObserver(Metrics.create(registry), make_logger("debug", "json", log))
+def _observer(tally: Tally, log: io.StringIO) -> CallObserver:
+    return CallObserver(tally, make_logger("debug", "json", log))
 
 
 def start_sync(config: Config, handlers: Handlers | None = None) -> InProcess:
     """Start a thread-pool server on 127.0.0.1 and a free port."""
     registry, log = CollectorRegistry(), io.StringIO()
-    observer = _observer(registry, log)
-    server: SyncServer = build_sync(_replace_host(config), observer, 0, handlers)
+    tally = Tally(Metrics.create(registry))
+    server: SyncServer = build_sync(_replace_host(config), _observer(tally, log), 0, handlers)
     server.start()
-    return InProcess(server.port, registry, log, server.stop)
+    return InProcess(server.port, registry, tally, log, server.stop)
 
 
 def start_async(config: Config, handlers: Handlers | None = None) -> InProcess:
     """Start an asyncio server on 127.0.0.1 and a free port, in its own event-loop thread."""
     registry, log = CollectorRegistry(), io.StringIO()
+    tally = Tally(Metrics.create(registry))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
 
     async def build() -> AsyncServer:
-        observer = _observer(registry, log)
-        server = await build_async(_replace_host(config), observer, 0, handlers)
+        server = await build_async(_replace_host(config), _observer(tally, log), 0, handlers)
         await server.start()
         return server
 
@@ -141,7 +144,7 @@ def start_async(config: Config, handlers: Handlers | None = None) -> InProcess:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
 
-    return InProcess(server.port, registry, log, stop)
+    return InProcess(server.port, registry, tally, log, stop)
 
 
 def _replace_host(config: Config) -> Config:

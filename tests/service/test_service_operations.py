@@ -171,6 +171,7 @@ def test_one_log_line_per_call_without_seed_or_hidden_cards(sync_server: InProce
 
 
 def _sample(server: InProcess, name: str, **labels: str) -> float:
+    server.tally.flush()  # what a worker does every FLUSH_SECONDS and when it stops
     value = server.registry.get_sample_value(name, labels)
     return 0.0 if value is None else float(value)
 

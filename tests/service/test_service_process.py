@@ -9,15 +9,20 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 from service_support import REPO
 
+from service.metrics import FLUSH_SECONDS
 from testkit import harness
 from testkit.harness import ServedProcess, command
 from testkit.ports import reserved_port
@@ -50,6 +55,28 @@ def _scrape(server: ServedProcess) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
     return samples
+
+
+def _scrape_until(
+    server: ServedProcess, done: Callable[[dict[str, float]], bool]
+) -> dict[str, float]:
+    """Scrape /metrics until `done` holds (workers write their counts every FLUSH_SECONDS)."""
+    deadline = time.monotonic() + 10 * FLUSH_SECONDS + 5
+    samples = _scrape(server)
+    while not done(samples) and time.monotonic() < deadline:
+        time.sleep(FLUSH_SECONDS / 10)
+        samples = _scrape(server)
+    return samples
+
+
+UNARY = 'grpc_method="{}",grpc_service="basra.v1.RulesService",grpc_type="UNARY"'
+
+
+def _handled(samples: dict[str, float], *methods: str) -> float:
+    return sum(
+        samples.get(f'grpc_server_handled_total{{grpc_code="OK",{UNARY.format(m)}}}', 0.0)
+        for m in methods
+    )
 
 
 def _calls(server: ServedProcess, channels: int, matches_each: int) -> int:
@@ -86,13 +113,14 @@ def test_metrics_are_aggregated_across_workers(served: ServedProcess) -> None:
             break
         assert time.monotonic() < deadline, "both workers should have served connections"
         time.sleep(0.05)  # the log reader may not have caught up yet
-    after = _scrape(served)
-    unary = 'grpc_method="{}",grpc_service="basra.v1.RulesService",grpc_type="UNARY"'
+    methods = ("NewMatch", "Apply")
+    handled_before = _handled(before, *methods)
+    after = _scrape_until(served, lambda now: _handled(now, *methods) - handled_before >= made)
+    unary = UNARY
 
     def delta(name: str) -> float:
         return after.get(name, 0.0) - before.get(name, 0.0)
 
-    methods = ("NewMatch", "Apply")
     started = sum(delta(f"grpc_server_started_total{{{unary.format(m)}}}") for m in methods)
     handled = sum(
         delta(f'grpc_server_handled_total{{grpc_code="OK",{unary.format(m)}}}') for m in methods
@@ -117,7 +145,62 @@ def test_refusals_are_counted_by_reason(served: ServedProcess) -> None:
         with pytest.raises(grpc.RpcError) as raised:
             stub.Apply(stale, timeout=5)
     assert raised.value.code() is grpc.StatusCode.ABORTED
-    assert _scrape(served).get(name, 0.0) == before + 1
+    after = _scrape_until(served, lambda now: now.get(name, 0.0) > before)
+    assert after.get(name, 0.0) == before + 1
+
+
+def _multiprocess_samples(directory: Path) -> dict[str, float]:
+    """What /metrics would show from the values the workers wrote to `directory`."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
+    samples: dict[str, float] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def _wait_for_files(directory: Path, done: Callable[[dict[str, float]], bool]) -> dict[str, float]:
+    """Read the workers' values until `done` holds (they write them every FLUSH_SECONDS)."""
+    deadline = time.monotonic() + 10 * FLUSH_SECONDS + 5
+    samples = _multiprocess_samples(directory)
+    while not done(samples) and time.monotonic() < deadline:
+        time.sleep(FLUSH_SECONDS / 10)
+        samples = _multiprocess_samples(directory)
+    return samples
+
+
+def test_every_call_is_counted_exactly_once_and_none_is_lost_on_sigterm(tmp_path: Path) -> None:
+    """N calls over two workers: exactly N in /metrics within the flush interval; the calls
+    made just before SIGTERM are in the workers' values after they stop."""
+    directory = tmp_path / "metrics"
+    server = harness.start(["--workers", "2", "--metrics-dir", str(directory)])
+    try:
+        first = 0
+        for _ in range(64):  # until both workers have served calls
+            first += _calls(server, channels=2, matches_each=2)
+            time.sleep(0.05)  # let the log reader catch up
+            if len(_rpc_workers(server)) == 2:
+                break
+        assert len(_rpc_workers(server)) == 2
+        samples = _wait_for_files(
+            directory, lambda now: _handled(now, "NewMatch", "Apply") >= first
+        )
+        assert _handled(samples, "NewMatch", "Apply") == first
+        second = _calls(server, channels=6, matches_each=2)
+        assert server.stop(30) == 0  # SIGTERM right after the calls
+    finally:
+        server.kill()
+    final = _multiprocess_samples(directory)
+    assert _handled(final, "NewMatch", "Apply") == first + second
+    started = sum(
+        final.get(f"grpc_server_started_total{{{UNARY.format(m)}}}", 0.0)
+        for m in ("NewMatch", "Apply")
+    )
+    assert started == first + second
+    # Each NewMatch and each Apply times the plans of the four or so cards of the seat to move.
+    assert final["basra_plan_generation_seconds_count"] >= 3 * (first + second)
 
 
 def test_play_finishes_a_match_against_the_server(served: ServedProcess) -> None:

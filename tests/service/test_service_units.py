@@ -121,7 +121,7 @@ def test_legal_moves_of_the_handlers_equal_the_engines() -> None:
     handlers = Handlers(observe_plan_seconds=observed.append)
     for state, _ in states_of(b"moves"):
         request = pb.LegalMovesRequest(state=convert.state_to_proto(state))
-        response = handlers.legal_moves(request)
+        response = pb.LegalMovesResponse.FromString(handlers.legal_moves(request))
         expected = convert.moves_to_proto(state.to_move, engine.legal_moves(state))
         assert response.legal_moves == expected
     assert observed and all(0 <= s < 1 for s in observed)

@@ -103,7 +103,7 @@ def _flips(data: bytes, bits: range | None = None) -> Iterator[bytes]:
 def test_a_flipped_bit_anywhere_in_a_signed_state_is_refused() -> None:
     """Every bit of the state bytes, the signature and the key id (handlers, then gRPC)."""
     handlers = make_handlers(Config(signing_keys=keys("k1")), None)
-    result = handlers.new_match(pb.NewMatchRequest(seed=b"bits"))
+    result = pb.NewMatchResponse.FromString(handlers.new_match(pb.NewMatchRequest(seed=b"bits")))
     sealed = result.signed_state
     variants: list[pb.SignedState] = []
     variants += [replace_field(sealed, state=d) for d in _flips(sealed.state)]
@@ -117,7 +117,8 @@ def test_a_flipped_bit_anywhere_in_a_signed_state_is_refused() -> None:
         with pytest.raises(Refusal) as refused:
             handlers.legal_moves(pb.LegalMovesRequest(signed_state=variant))
         assert (refused.value.code, refused.value.reason) == BAD
-    assert handlers.legal_moves(pb.LegalMovesRequest(signed_state=sealed)).legal_moves.moves
+    answer = handlers.legal_moves(pb.LegalMovesRequest(signed_state=sealed))
+    assert pb.LegalMovesResponse.FromString(answer).legal_moves.moves
     with serving(Config(signing_keys=keys("k1"))) as stub:
         for variant in random.Random(1).sample(variants, 40):
             with pytest.raises(grpc.RpcError) as refused_call:

@@ -29,15 +29,20 @@ def _record(seat: int, with_actions: bool) -> dict[str, Any]:
     handlers = Handlers()
     rnd = random.Random(seat)
     result: pb.NewMatchResponse | pb.ApplyResponse
-    result = handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify"))
+    result = pb.NewMatchResponse.FromString(
+        handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify"))
+    )
     events = list(result.seat_events[seat].events)
     actions = []
     while result.legal_moves.HasField("seat"):
         action = action_to_proto(random_action(convert.state_from_proto(result.state), rnd))
-        result = handlers.apply(pb.ApplyRequest(state=result.state, action=action))
+        result = pb.ApplyResponse.FromString(
+            handlers.apply(pb.ApplyRequest(state=result.state, action=action))
+        )
         events.extend(result.seat_events[seat].events)
         actions.append(action)
-    view = handlers.player_view(pb.PlayerViewRequest(state=result.state, seat=seat)).view
+    request = pb.PlayerViewRequest(state=result.state, seat=seat)
+    view = pb.PlayerViewResponse.FromString(handlers.player_view(request)).view
     record = json_format.MessageToDict(view)
     kept = {"seed": record["seed"], "seedCommitment": record["seedCommitment"], "seat": seat}
     kept["events"] = [json_format.MessageToDict(e) for e in events]
