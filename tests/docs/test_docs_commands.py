@@ -81,6 +81,14 @@ FUZZ = NotRun(
     "runs the same tests at 60"
 )
 
+# The checkouts the card-printing benchmark compares, made by the commands before it.
+CARD_TREES = (
+    "mkdir -p /tmp/card-0 /tmp/card-b",
+    "git archive 570f9f5 | tar -x -C /tmp/card-0",
+    "git archive 570f9f5 | tar -x -C /tmp/card-b",
+    "patch -d /tmp/card-b -p1 < benchmarks/card_int_subclass.patch",
+)
+
 COMMANDS: dict[str, Run | Serve | NotRun] = {
     # README.md
     "bash .ci/serve": NotRun(
@@ -161,6 +169,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --repeats 15": Run(
         extra=("--repeats", "1")
     ),
+    **{step: Run() for step in CARD_TREES},
+    (
+        "taskset -c 1 .venv/bin/python benchmarks/card_print_bench.py --trees /tmp/card-0 "
+        "/tmp/card-b . --hands 1000 --rounds 15"
+    ): Run(extra=("--hands", "20", "--rounds", "1"), after=CARD_TREES),
     ".venv/bin/python benchmarks/serve_configs.py --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
     ),
