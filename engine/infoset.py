@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.cards import FULL_MASK, Card, mask_of
+from engine.cards import FULL_MASK, Card, mask_of, shows_codes
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class InformationSet:
     """What `seat` has seen: own hand, the floor, both piles, the public counts and scores."""

@@ -188,13 +188,14 @@ def flag_name(field: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting; unset flags stay None so variables and defaults can apply."""
     for field in fields(Config):
+        shown = f"{_HELP[field.name]} [env {env_name(field.name)}]"
         if field.name == "reflection":
             parser.add_argument(
                 "--reflection",
                 dest="reflection",
                 action=argparse.BooleanOptionalAction,
                 default=None,
-                help=_HELP["reflection"],
+                help=shown,
             )
             continue
         parser.add_argument(
@@ -202,7 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             dest=field.name,
             default=None,
             metavar=field.name.split("_")[-1].upper(),
-            help=f"{_HELP[field.name]} [env {env_name(field.name)}]",
+            help=shown,
         )
 
 

@@ -18,7 +18,8 @@ from google.protobuf.message import DecodeError
 
 import engine
 from engine import Move, RuleError, State, bot
-from engine.rng import MAX_SEED_BYTES, commitment
+from engine.facts import MAX_SEED_BYTES
+from engine.rng import commitment
 from engine.view import information_set
 from service import convert, errors, wire
 from service.signing import Keyring

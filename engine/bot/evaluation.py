@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from math import comb
 
-from engine.bot.facts import BASRA_POINTS, HAND_CARDS, MAJORITY_CARDS
 from engine.bot.moves import MILLI
-from engine.cards import DECK_SIZE
+from engine.facts import BASRA_POINTS, DECK_SIZE, HAND_CARDS, MAJORITY_CARDS
 
 CLUMP = 3
 """Cards one capture takes on average, for the spread of the majority estimate."""

@@ -13,12 +13,12 @@ from itertools import combinations
 from math import comb
 
 from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
-from engine.bot.facts import BASRA_POINTS, MAJORITY_POINTS
 from engine.bot.moves import MILLI, clearers, points_of, split, steps
 from engine.bot.sampling import Draws
 from engine.bot.search import EndgameSolver, OutOfNodes, Play, RoundSearch
-from engine.cards import Card, cards_of, mask_of
+from engine.cards import Card, cards_of, mask_of, shows_codes
 from engine.errors import Reason, RuleError
+from engine.facts import BASRA_POINTS, MAJORITY_POINTS
 from engine.infoset import InformationSet
 from engine.plans import DEFAULT_WORK_LIMIT, plans_for
 
@@ -63,6 +63,7 @@ class Budget:
 DEFAULT_BUDGET = Budget(deals=16, nodes=2200)
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One legal way to play, as the bot valued it."""
@@ -77,6 +78,7 @@ class Candidate:
     """Sampled deals in which this action was searched."""
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Suggestion:
     """The action to play and how it was chosen."""
@@ -95,6 +97,7 @@ class Suggestion:
     """Search nodes visited (STRONG), or actions valued (GREEDY)."""
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class _Option:
     """A legal action at the root with what it does."""

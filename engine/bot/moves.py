@@ -9,28 +9,31 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.bot.facts import (
-    ACE_POINTS,
-    BASRA_POINTS,
-    JACK_POINTS,
-    TEN_OF_DIAMONDS_POINTS,
-    TWO_OF_CLUBS_POINTS,
-)
 from engine.cards import (
     ACES_MASK,
-    DECK_SIZE,
     FULL_MASK,
+    JACK_RANK,
     JACKS_MASK,
-    KING_RANK,
-    QUEEN_RANK,
     RANK_MASKS,
-    SEVEN_OF_DIAMONDS,
-    TEN_OF_DIAMONDS,
-    TWO_OF_CLUBS,
+    RANK_VALUES,
     Card,
     cards_of,
 )
-from engine.plans import SEVEN_D_BASRA_MAX_FLOOR, plans_for, relevant_mask
+from engine.facts import (
+    ACE_POINTS,
+    BASRA_POINTS,
+    DECK_SIZE,
+    JACK_POINTS,
+    RANKS,
+    SEVEN_D_BASRA_BLOCKERS,
+    SEVEN_D_BASRA_MAX_FLOOR,
+    SEVEN_OF_DIAMONDS,
+    TEN_OF_DIAMONDS,
+    TEN_OF_DIAMONDS_POINTS,
+    TWO_OF_CLUBS,
+    TWO_OF_CLUBS_POINTS,
+)
+from engine.plans import plans_for, relevant_mask
 
 MILLI = 1000
 """Search values are integers in thousandths of a point: exact, and the same on any machine."""
@@ -118,9 +121,12 @@ EQUIVALENCE: tuple[int, ...] = tuple(
 )
 
 
-_QUEENS = RANK_MASKS[QUEEN_RANK]
-_KINGS = RANK_MASKS[KING_RANK]
-_FACES = JACKS_MASK | _QUEENS | _KINGS
+# The ranks without a value other than the J (Q, K): they take only cards of their rank.
+_RANK_ONLY: tuple[int, ...] = tuple(
+    RANK_MASKS[rank] for rank, value in enumerate(RANK_VALUES) if not value and rank != JACK_RANK
+)
+_FACES = JACKS_MASK | sum(_RANK_ONLY)
+_SEVEN_D_BLOCKERS = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_BASRA_BLOCKERS)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -134,7 +140,7 @@ def clearers(floor: int) -> int:
         return 0
     found = 0
     if floor & _FACES:
-        for rank_mask in (_QUEENS, _KINGS):
+        for rank_mask in _RANK_ONLY:
             if floor & rank_mask == floor:
                 found |= rank_mask
     else:
@@ -148,6 +154,6 @@ def clearers(floor: int) -> int:
             if any(plan.basra for plan in plans_for(card, floor)):
                 found |= RANK_MASKS[value - 1]
     found &= ~(1 << SEVEN_OF_DIAMONDS)  # the 7D sweeps instead, under its own condition
-    if not floor & (_QUEENS | _KINGS) and floor.bit_count() <= SEVEN_D_BASRA_MAX_FLOOR:
+    if not floor & _SEVEN_D_BLOCKERS and floor.bit_count() <= SEVEN_D_BASRA_MAX_FLOOR:
         found |= 1 << SEVEN_OF_DIAMONDS
     return found

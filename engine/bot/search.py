@@ -24,9 +24,9 @@ from engine.bot.evaluation import (
     FLOOR_POINTS,
     MAJORITY_SHARE,
 )
-from engine.bot.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
 from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, clearers, points_of, steps_on
 from engine.cards import Card, mask_of
+from engine.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
 
 INFINITY = 1 << 50
 WIN_VALUE = 1000 * MILLI

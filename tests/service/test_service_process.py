@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import signal
 import socket
@@ -29,6 +32,12 @@ from testkit.ports import reserved_port
 
 SEED = b"process-tests"
 CLEAN_ENDINGS = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
+# Deadlines for counts the tests wait for, generous for a busy 2-core machine: they bound a
+# wait, they are not a speed the tests require.
+SPREAD_SECONDS = 60.0
+BURST_SECONDS = 60.0
+# Answers of the burst before SIGTERM, so that the signal lands while calls are in flight.
+BURST_CALLS = 200
 
 
 def _stub(port: int) -> tuple[grpc.Channel, rules_pb2_grpc.RulesServiceStub]:
@@ -98,13 +107,15 @@ def test_metrics_are_aggregated_across_workers(served: ServedProcess) -> None:
     """/metrics on the parent holds the sums of both workers' series, histogram included."""
     before = _scrape(served)
     made = 0
-    # The kernel spreads connections over the workers by a hash; connect until both served.
-    for _ in range(64):
+    # The kernel spreads connections over the workers by a hash; connect until both served
+    # (the log lines that say so are read in the background, hence a deadline, not a count).
+    deadline = time.monotonic() + SPREAD_SECONDS
+    while True:
         made += _calls(served, channels=2, matches_each=2)
-        time.sleep(0.05)  # let the log reader catch up
         if len(_rpc_workers(served)) == 2:
             break
-    assert len(_rpc_workers(served)) == 2, "both workers should have served connections"
+        assert time.monotonic() < deadline, "both workers should have served connections"
+        time.sleep(0.05)  # the log reader may not have caught up yet
     methods = ("NewMatch", "Apply")
     handled_before = _handled(before, *methods)
     after = _scrape_until(served, lambda now: _handled(now, *methods) - handled_before >= made)
@@ -195,34 +206,63 @@ def test_every_call_is_counted_exactly_once_and_none_is_lost_on_sigterm(tmp_path
     assert final["basra_plan_generation_seconds_count"] >= 3 * (first + second)
 
 
+def _basra(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the `basra-rules` command from the repository root; its output as text."""
+    return subprocess.run(
+        [*command(), *args], capture_output=True, text=True, timeout=60, cwd=REPO, check=False
+    )
+
+
 def test_play_finishes_a_match_against_the_server(served: ServedProcess) -> None:
     """`basra-rules play` plays a whole match and prints it, ending with the winner."""
-    done = subprocess.run(
-        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    done = _basra("play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("Seed commitment ")
     assert any(line.startswith("== Hand 1:") for line in lines)
     assert sum(" plays " in line for line in lines) >= 48
-    assert "wins" in lines[-1]
+    assert "wins" in lines[-2]
+
+
+def test_play_reveals_the_seed_and_records_a_match_that_verify_accepts(
+    served: ServedProcess, tmp_path: Path
+) -> None:
+    """`play --record FILE` keeps seat 0's record; the seed printed at the end is the one
+    committed to at the start, and `basra-rules verify FILE` finds the match honest."""
+    record = tmp_path / "match.json"
+    target = f"127.0.0.1:{served.port}"
+    played = _basra("play", "--target", target, "--seed", "5eed", "--record", str(record))
+    assert played.returncode == 0, played.stderr
+    lines = played.stdout.splitlines()
+    commitment = lines[0].removeprefix("Seed commitment ")
+    assert hashlib.sha256(bytes.fromhex("5eed")).hexdigest() == commitment
+    assert lines[-1] == "Seed revealed 5eed: its SHA-256 is the commitment above"
+    kept = json.loads(record.read_text())
+    assert set(kept) == {"seed", "seedCommitment", "seat", "events", "actions"}
+    assert base64.b64decode(kept["seed"]) == bytes.fromhex("5eed")
+    assert base64.b64decode(kept["seedCommitment"]).hex() == commitment
+    assert sum(" plays " in line for line in lines) == len(kept["actions"])
+    checked = _basra("verify", str(record))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("honest: ")
+    assert f"actions replayed: {len(kept['actions'])} (match over)" in checked.stdout
+    assert "deal events seat 0 received that match: " in checked.stdout
+
+
+def test_the_shipped_example_record_is_what_play_records_for_its_seed(
+    served: ServedProcess, tmp_path: Path
+) -> None:
+    """docs/example-record.json is `play --seed 6578616d706c65 --record`, byte for byte."""
+    record = tmp_path / "example-record.json"
+    target = f"127.0.0.1:{served.port}"
+    played = _basra("play", "--target", target, "--seed", "6578616d706c65", "--record", str(record))
+    assert played.returncode == 0, played.stderr
+    assert record.read_text() == (REPO / "docs" / "example-record.json").read_text()
 
 
 def test_play_names_the_reason_of_a_refused_call(served: ServedProcess) -> None:
     """A seed the server refuses ends `play` with exit 1 and the refusal's code and reason."""
-    done = subprocess.run(
-        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    done = _basra("play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65)
     assert done.returncode == 1
     assert done.stderr.startswith("call failed: INVALID_ARGUMENT INVALID_SEED: ")
 
@@ -381,8 +421,10 @@ def test_sigterm_during_a_burst_drains_cleanly(io: str) -> None:
         statuses = [next(watch).status]
         burst = Burst(server.port)
         burst.start(4)
-        deadline = time.monotonic() + 10
-        while len(burst.outcomes) < 200 and time.monotonic() < deadline:
+        # SIGTERM once the burst is well under way: a count of answers, however long they take.
+        deadline = time.monotonic() + BURST_SECONDS
+        while len(burst.outcomes) < BURST_CALLS:
+            assert time.monotonic() < deadline, f"{len(burst.outcomes)} in {BURST_SECONDS} s"
             time.sleep(0.01)
         server.process.send_signal(signal.SIGTERM)
         statuses.append(next(watch).status)
@@ -398,7 +440,7 @@ def test_sigterm_during_a_burst_drains_cleanly(io: str) -> None:
     assert not burst.wrong
     succeeded = burst.outcomes.count(grpc.StatusCode.OK)
     failures = [c for c in burst.outcomes if c is not grpc.StatusCode.OK]
-    assert succeeded >= 200
+    assert succeeded >= BURST_CALLS
     assert set(failures) <= CLEAN_ENDINGS, failures
     events = [line.get("event") for line in server.log_lines()]
     assert events.count("worker stopping") == 2 and events.count("worker stopped") == 2

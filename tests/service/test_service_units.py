@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import fields
 
 import grpc
@@ -12,7 +13,7 @@ from service_support import finished_match, states_of
 import engine
 from clients.refusals import error_infos
 from service import convert, errors
-from service.config import Config, ConfigError, env_name, flag_name, load
+from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
@@ -76,9 +77,23 @@ def test_reflection_is_on_by_default_and_switchable() -> None:
         load([], {"BASRA_REFLECTION": "maybe"})
 
 
+def test_the_help_names_the_variable_of_every_flag() -> None:
+    """`basra-rules serve --help` shows each setting's BASRA_* variable beside its flag."""
+    parser = argparse.ArgumentParser(prog="basra-rules serve")
+    add_arguments(parser)
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        assert f"[env {env_name(action.dest)}]" in (action.help or ""), action.option_strings
+    text = " ".join(parser.format_help().split())
+    for field in fields(Config):
+        assert f"{flag_name(field.name)}" in text
+        assert f"[env {env_name(field.name)}]" in text
+
+
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
     """No setting escapes the contract unnoticed: the extras are reflection, io and the
-    signing and TLS settings that the contract reserves for the trust issue."""
+    settings of signed states and TLS (keys, certificates), documented beside the contract."""
     reserved = {"signing_keys", "signing_keys_file", "tls_cert", "tls_key", "tls_client_ca"}
     assert {f.name for f in fields(Config)} - set(CONTRACT) == {"reflection", "io", *reserved}
 
@@ -133,7 +148,7 @@ def test_legal_moves_of_the_handlers_equal_the_engines() -> None:
 
 
 def test_every_reason_has_its_status_code() -> None:
-    """The mapping of the issue: illegal moves FAILED_PRECONDITION, malformed INVALID_ARGUMENT."""
+    """The contract's mapping: illegal moves FAILED_PRECONDITION, malformed INVALID_ARGUMENT."""
     fp = {
         "NOT_YOUR_TURN",
         "CARD_NOT_IN_HAND",
