@@ -134,13 +134,37 @@ def plans_for(
         key if work_limit == DEFAULT_WORK_LIMIT else key | work_limit << _LIMIT_SHIFT
     )
     if raw is None:
-        raise RuleError(
-            Reason.STATE_TOO_COMPLEX,
-            f"The floor is too complex to list capture plans within {work_limit} search steps.",
-            work_limit=work_limit,
-            work=work,
-        )
+        raise _too_complex(work_limit, work)
     return tuple(map(_as_plan, raw)) if raw else ()
+
+
+def plans_unmemoised(
+    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+) -> tuple[Plan, ...]:
+    """plans_for without keeping the answer in its memo, for a caller with a memo of its own.
+
+    The bot's search meets hundreds of thousands of floors no match reaches and keeps what
+    it needs of their plans itself (engine.bot.moves). Through plans_for, those floors would
+    push the floors of real play out of the memo, and each new entry (nested tuples, which
+    the collector untracks only a level per collection) would drift into the oldest
+    generation, for a full collection to walk: tens of milliseconds inside a call.
+    """
+    kind = _KIND_OF[card]
+    relevant = floor_mask & _RELEVANT[kind]
+    key = _plans_key(kind, relevant, relevant != floor_mask, work_limit)
+    raw, work = _plans_cached.__wrapped__(key)
+    if raw is None:
+        raise _too_complex(work_limit, work)
+    return tuple(map(_as_plan, raw)) if raw else ()
+
+
+def _too_complex(work_limit: int, work: int) -> RuleError:
+    return RuleError(
+        Reason.STATE_TOO_COMPLEX,
+        f"The floor is too complex to list capture plans within {work_limit} search steps.",
+        work_limit=work_limit,
+        work=work,
+    )
 
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:

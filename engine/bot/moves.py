@@ -1,8 +1,9 @@
 """What a played card does, as the bot's search needs it: cheap, memoised, on bitmasks.
 
-Capture plans come from engine.plans.plans_for; this module only reshapes them into what a
-search node needs (the floor after the play, the points gained, the cards taken) and keeps
-that per (card, floor), so a node costs a memo lookup and a few integer operations.
+Capture plans come from engine.plans (plans_unmemoised: this module keeps its own memo);
+it only reshapes them into what a search node needs (the floor after the play, the points
+gained, the cards taken) and keeps that per (card, floor), so a node costs a memo lookup and
+a few integer operations.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from engine.facts import (
     TWO_OF_CLUBS,
     TWO_OF_CLUBS_POINTS,
 )
-from engine.plans import plans_for, relevant_mask
+from engine.plans import plans_unmemoised, relevant_mask
 
 MILLI = 1000
 """Search values are integers in thousandths of a point: exact, and the same on any machine."""
@@ -78,7 +79,7 @@ def steps_on(key: int) -> Steps:
     """
     card, others, relevant = key & 63, key >> 6 & 1, key >> 7
     floor = relevant | (_OTHER[card] if others else 0)
-    plans = plans_for(card, floor)
+    plans = plans_unmemoised(card, floor)
     if not plans:
         return (1 << card, 0, 0)
     played = points_of(1 << card)
@@ -134,7 +135,7 @@ def clearers(floor: int) -> int:
     """Return the mask of the cards that, played on `floor`, would score a Basra.
 
     Cheap tests rule out most ranks first (a numeric card clears only a floor of its rank
-    and of smaller values summing to a multiple of it); plans_for decides the rest.
+    and of smaller values summing to a multiple of it); the plans decide the rest.
     """
     if not floor:
         return 0
@@ -151,7 +152,7 @@ def clearers(floor: int) -> int:
             if rest % value or (rest and len(values) - same < 2):
                 continue
             card = 4 * (value - 1)
-            if any(plan.basra for plan in plans_for(card, floor)):
+            if any(plan.basra for plan in plans_unmemoised(card, floor)):
                 found |= RANK_MASKS[value - 1]
     found &= ~(1 << SEVEN_OF_DIAMONDS)  # the 7D sweeps instead, under its own condition
     if not floor & _SEVEN_D_BLOCKERS and floor.bit_count() <= SEVEN_D_BASRA_MAX_FLOOR:

@@ -26,7 +26,9 @@ from engine import (
     parse_card,
     plans_for,
 )
+from engine import plans as plans_module
 from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, Why, suggest
+from engine.plans import plans_unmemoised
 from engine.view import information_set
 from testkit.actions import play_match
 
@@ -253,3 +255,30 @@ def test_an_empty_budget_is_refused(budget: Budget) -> None:
     with pytest.raises(RuleError) as refused:
         _suggest(state, Level.STRONG, budget)
     assert refused.value.reason == "INVALID_ACTION"
+
+
+def test_the_search_keeps_the_floors_it_visits_out_of_the_plans_memo() -> None:
+    """The floors of sampled deals stay in the bot's own memo: plans_for's memo, which every
+    call of a worker shares, looks up only the real floor for the seat's cards."""
+    state = next(s for s in STATES if len(s.floor) >= 4 and s.deck and len(s.hands[0]) == 4)
+    seat = state.to_move
+    assert seat is not None
+    info = information_set(state, seat)
+    before = plans_module._plans_cached.cache_info()
+    answer = suggest(
+        info, Level.STRONG, b"a seed of its own: floors not met before", Budget(16, 4000)
+    )
+    after = plans_module._plans_cached.cache_info()
+    assert answer.nodes > 100  # a real search ran
+    assert after.misses - before.misses <= len(info.hand)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    card=st.integers(min_value=0, max_value=51),
+    floor=st.lists(st.integers(min_value=0, max_value=51), max_size=12, unique=True),
+)
+def test_unmemoised_plans_are_the_plans(card: int, floor: list[int]) -> None:
+    """plans_unmemoised gives what plans_for gives, on any floor without the played card."""
+    mask = sum(1 << c for c in floor if c != card)
+    assert plans_unmemoised(card, mask) == plans_for(card, mask)
