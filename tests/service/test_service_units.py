@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import fields
 
 import grpc
@@ -12,7 +13,7 @@ from service_support import finished_match, states_of
 import engine
 from clients.refusals import error_infos
 from service import convert, errors
-from service.config import Config, ConfigError, env_name, flag_name, load
+from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
@@ -73,11 +74,34 @@ def test_reflection_is_on_by_default_and_switchable() -> None:
         load([], {"BASRA_REFLECTION": "maybe"})
 
 
+def test_tracing_is_off_by_default_and_switchable() -> None:
+    """--tracing/--no-tracing and BASRA_TRACING; off unless asked for."""
+    assert load([], {}).tracing is False
+    for text, value in [("true", True), ("1", True), ("on", True), ("false", False)]:
+        assert load([], {"BASRA_TRACING": text}).tracing is value
+    assert load(["--tracing"], {}).tracing is True
+    assert load(["--no-tracing"], {"BASRA_TRACING": "true"}).tracing is False
+    with pytest.raises(ConfigError, match="BASRA_TRACING"):
+        load([], {"BASRA_TRACING": "sometimes"})
+
+
+def test_the_help_names_each_settings_variable() -> None:
+    """`serve --help` shows every flag with the BASRA_* variable that sets it too."""
+    parser = argparse.ArgumentParser(prog="basra-rules serve")
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    for field in fields(Config):
+        assert flag_name(field.name) in text, field.name
+        assert f"[env {env_name(field.name)}]" in text, field.name
+    assert "--no-tracing" in text and "--no-reflection" in text
+
+
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
-    """No setting escapes the contract unnoticed: the extras are reflection, io and the
-    signing and TLS settings that the contract reserves for the trust issue."""
+    """No setting escapes the contract unnoticed: the extras are reflection, io, tracing and
+    the signing and TLS settings that the contract reserves for the trust issue."""
     reserved = {"signing_keys", "signing_keys_file", "tls_cert", "tls_key", "tls_client_ca"}
-    assert {f.name for f in fields(Config)} - set(CONTRACT) == {"reflection", "io", *reserved}
+    extras = {"reflection", "io", "tracing", *reserved}
+    assert {f.name for f in fields(Config)} - set(CONTRACT) == extras
 
 
 @pytest.mark.parametrize(
