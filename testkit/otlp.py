@@ -79,16 +79,25 @@ class ReceivedSpan:
 class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
     """Keeps the spans of every Export call, for tests to read and wait for."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
         self._spans: list[ReceivedSpan] = []
         self._arrived = threading.Condition()
+        self._keep = keep
+        self.count = 0
+        """Spans received so far (kept or not)."""
         self.endpoint = ""
         """http://127.0.0.1:<port>, for OTEL_EXPORTER_OTLP_ENDPOINT (plaintext)."""
 
     def Export(  # noqa: N802 (the RPC's name)
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        """Keep the request's spans."""
+        """Keep the request's spans (count them only, when not keeping)."""
+        if not self._keep:
+            with self._arrived:
+                self.count += sum(
+                    len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans
+                )
+            return trace_service_pb2.ExportTraceServiceResponse()
         received = []
         for resource_spans in request.resource_spans:
             resource = attributes_of(resource_spans.resource.attributes)
@@ -113,6 +122,7 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
                     )
         with self._arrived:
             self._spans.extend(received)
+            self.count += len(received)
             self._arrived.notify_all()
         return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -141,9 +151,10 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
 
 
 @contextmanager
-def receiving() -> Iterator[Receiver]:
-    """Serve a Receiver on a free loopback port until the block ends."""
-    receiver = Receiver()
+def receiving(keep: bool = True) -> Iterator[Receiver]:
+    """Serve a Receiver on a free loopback port until the block ends (`keep`: the spans, not
+    just their count)."""
+    receiver = Receiver(keep)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="otlp"))
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(receiver, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port(f"{LOOPBACK}:0")
