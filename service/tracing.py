@@ -169,9 +169,10 @@ class Tracing:
     @classmethod
     def start(cls, logger: Logger, processor: SpanProcessor | None = None) -> Tracing:
         """Set up this process's provider; spans go to `processor` (default: OTLP in batches)."""
-        handler = _OpenTelemetryLogs(logger)
         otel_logger = logging.getLogger("opentelemetry")
-        otel_logger.addHandler(handler)
+        for old in [h for h in otel_logger.handlers if isinstance(h, _OpenTelemetryLogs)]:
+            otel_logger.removeHandler(old)  # one provider per process, one handler with it
+        otel_logger.addHandler(_OpenTelemetryLogs(logger))
         otel_logger.propagate = False
         # The sampler comes from OTEL_TRACES_SAMPLER(_ARG) when none is given. The worker
         # flushes at its own stop, within a bound, instead of at interpreter exit.

@@ -101,7 +101,7 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     finally:
         stop_flushing()  # the calls counted since the last flush, SIGTERM's drain included
         if tracing is not None and not tracing.stop():  # the spans of the drained calls too
-            logger.warning("tracing: spans still unsent at exit were dropped")
+            logger.warning("tracing", message="spans still queued at exit were dropped")
 
 
 def _serve_sync(

@@ -37,6 +37,7 @@ from service.logs import make_logger
 from service.server import build_sync
 from service.tracing import Tracing
 from testkit import harness, otlp
+from testkit.ports import reserved_port
 
 SEED = b"Zq81-seed-of-a-traced-match"
 EVERY_CARD = frozenset(engine.codes(range(52)))
@@ -422,6 +423,26 @@ def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids() -> None:
     lines = server.find("rpc")
     assert len(lines) == 8
     assert not [line for line in lines if {"trace_id", "span_id"} & line.keys()]
+
+
+def test_an_unreachable_collector_is_a_warning_line_and_holds_neither_calls_nor_the_stop() -> None:
+    """Spans for a collector nobody serves: calls are answered as ever, the exporter's
+    complaint is a JSON log line (event "tracing"), and SIGTERM still ends the server in time,
+    giving up the spans it cannot send."""
+    with otlp.receiving() as receiver, reserved_port() as closed:
+        env = serve_env(receiver, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{closed}")
+        server = harness.start(["--tracing", "--grace-seconds", "1"], env=env, inherit_env=False)
+        try:
+            with grpc.insecure_channel(server.target) as channel:
+                for _ in range(3):
+                    assert new_match(channel, traceparent()[2]).state.seq == 0
+            complaint = server.wait_for("tracing")
+        finally:
+            assert server.stop(timeout=1 + 5 + 10) == 0
+    assert complaint["level"] in ("warning", "error")
+    assert complaint["logger"].startswith("opentelemetry")
+    assert str(closed) in complaint["message"]
+    assert receiver.spans() == []
 
 
 def test_the_receiver_sees_every_value_a_span_carries() -> None:
