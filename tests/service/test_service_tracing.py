@@ -320,14 +320,17 @@ def test_spans_reach_a_real_collector_with_the_callers_trace_through_two_workers
             ["--workers", "2", "--io", io, "--tracing"], env=serve_env(receiver), inherit_env=False
         )
         try:
-            # One connection per call: SO_REUSEPORT spreads connections over both workers.
+            # One connection per call: SO_REUSEPORT spreads connections over both workers;
+            # go on (within a bound) until both have answered.
             parents: dict[str, str] = {}
             states: list[pb.State] = []
-            for n in range(16):
+            while len(states) < 8 or (
+                len({line["worker"] for line in server.find("rpc")}) < 2 and len(states) < 64
+            ):
                 trace_id, parent_id, metadata = traceparent()
                 parents[trace_id] = parent_id
                 with grpc.insecure_channel(server.target) as channel:
-                    states.append(new_match(channel, metadata, SEED + bytes([n])).state)
+                    states.append(new_match(channel, metadata, SEED + bytes([len(states)])).state)
             state = states[0]
             calls: dict[str, tuple[pb.ApplyRequest, grpc.StatusCode, str | None]] = {}
             with grpc.insecure_channel(server.target) as channel:
