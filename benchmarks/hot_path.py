@@ -25,7 +25,8 @@ Rows:
 - interceptor: finding the method's handler and wrapping it (old: rebuilt on every call)
 
 With --tracing it measures instead what tracing costs a call, in the same way (rows
-interleaved in each repeat, medians), on the same Apply requests, every call going through
+interleaved in each repeat, each repeat starting at the next row; medians), on the same
+Apply requests, every call going through
 the interceptors as grpc calls them (intercept_service, then the wrapped behaviour):
     taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15
 - absent: the service's interceptor as it was before tracing existed (service/interceptors.py
@@ -499,8 +500,9 @@ def tracing_costs(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
     samples: dict[str, list[float]] = {name: [] for name, *_ in rows}
-    for _ in range(args.repeats):
-        for name, run, inputs, end in rows:
+    for repeat in range(args.repeats):
+        shift = repeat % len(rows)  # each row takes each place in turn: no position bias
+        for name, run, inputs, end in rows[shift:] + rows[:shift]:
             samples[name].append(timed(run, inputs, end))
     tracing.stop()
     tally.flush()
