@@ -48,7 +48,8 @@ from engine import (
     parse_card,
     seat_events,
 )
-from engine.cards import DECK_SIZE, Card
+from engine.cards import Card
+from engine.facts import DECK_SIZE
 from engine.rng import commitment
 from service.metrics import Metrics
 

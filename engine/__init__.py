@@ -17,8 +17,9 @@ from engine.events import (
     Swept,
     Trailed,
 )
+from engine.facts import MAX_PLANS
 from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
-from engine.plans import DEFAULT_WORK_LIMIT, MAX_PLANS, Plan, plans_for
+from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status

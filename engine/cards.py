@@ -1,43 +1,85 @@
-"""Cards: text codes, canonical order and index, numeric values, card sets as bitmasks."""
+"""Cards: text codes, canonical order and index, values, card sets as bitmasks."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from engine.errors import Reason, RuleError
+from engine.facts import ACE, CODES, DECK_SIZE, JACK, RANKS, SEVEN_OF_DIAMONDS, SUITS, VALUES
 
-# A card is its canonical index 0..51: rank_position * 4 + suit_position.
+# A card is its canonical index in facts.CODES: rank_position * 4 + suit_position.
 Card: TypeAlias = int
 
-RANKS: tuple[str, ...] = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
-SUITS: tuple[str, ...] = ("C", "D", "H", "S")
-DECK_SIZE = 52
 FULL_MASK = (1 << DECK_SIZE) - 1
-
-JACK_RANK = 10
-QUEEN_RANK = 11
-KING_RANK = 12
-SEVEN_OF_DIAMONDS: Card = 6 * 4 + 1
-TEN_OF_DIAMONDS: Card = 9 * 4 + 1
-TWO_OF_CLUBS: Card = 1 * 4 + 0
-
-CODES: tuple[str, ...] = tuple(rank + suit for rank in RANKS for suit in SUITS)
 _INDEX_BY_CODE: dict[str, Card] = {code: index for index, code in enumerate(CODES)}
+# Longest piece of a rejected value quoted back in an error (a code is at most 3 characters).
+SHOWN_CHARS = 16
+
+RANK_OF: tuple[int, ...] = tuple(RANKS.index(c[:-1]) for c in CODES)
+"""Rank position (0..12, A..K) of each card."""
+RANK_VALUES: tuple[int, ...] = tuple(VALUES.get(rank, 0) for rank in RANKS)
+"""Numeric value of each rank position, 0 for the ranks that have none (J, Q, K)."""
+JACK_RANK = RANKS.index(JACK)
 
 # Masks of the four cards of each rank, for rank captures and scoring.
-RANK_MASKS: tuple[int, ...] = tuple(0b1111 << (4 * r) for r in range(len(RANKS)))
+RANK_MASKS: tuple[int, ...] = tuple(
+    sum(1 << _INDEX_BY_CODE[rank + suit] for suit in SUITS) for rank in RANKS
+)
 JACKS_MASK = RANK_MASKS[JACK_RANK]
-ACES_MASK = RANK_MASKS[0]
+ACES_MASK = RANK_MASKS[RANKS.index(ACE)]
 # Cards with a numeric value (A..10): the only ones that can be part of a sum.
-NUMERIC_MASK = (1 << 40) - 1
+NUMERIC_MASK = sum(RANK_MASKS[r] for r, value in enumerate(RANK_VALUES) if value)
+# The cards that sweep when played and that a new floor may not hold: every J and the 7D.
+SWEEPERS_MASK = JACKS_MASK | 1 << SEVEN_OF_DIAMONDS
+
+
+def is_sweeper(card: Card) -> bool:
+    """Return whether a card sweeps when played (a J or the 7D), so no new floor holds it."""
+    return bool(SWEEPERS_MASK >> card & 1)
+
+
+def shown(value: object) -> str:
+    """Return `repr(value)`, with the cards of a card or a nest of tuples of cards as codes."""
+    if type(value) is int and 0 <= value < DECK_SIZE:
+        return CODES[value]
+    if type(value) is tuple:
+        inner = ", ".join(map(shown, value))
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+_T = TypeVar("_T")
+_NAMES_A_CARD = re.compile(r"\bCard\b")
+
+
+def shows_codes(cls: type[_T]) -> type[_T]:
+    """Give a class whose fields hold cards a repr that prints them as codes (7D, not 25).
+
+    Only printing pays for it: the cards stay ints, so equality, hashing and the speed of
+    everything else are unchanged. Fields whose annotation names `Card` are printed with
+    `shown`, the others with `repr`, in the order the class declares them.
+    """
+    fields = tuple(
+        (name, shown if _NAMES_A_CARD.search(str(kind)) else repr)
+        for name, kind in cls.__annotations__.items()
+    )
+
+    def printed(self: object) -> str:
+        parts = ", ".join(f"{name}={show(getattr(self, name))}" for name, show in fields)
+        return f"{type(self).__qualname__}({parts})"
+
+    cls.__repr__ = printed  # type: ignore[method-assign]
+    return cls
 
 
 def parse_card(text: str) -> Card:
     """Return the card for a text code such as "AC", "10D" or "QS"; refuse anything else."""
     card = _INDEX_BY_CODE.get(text) if isinstance(text, str) else None
     if card is None:
-        shown = text if isinstance(text, str) and len(text) <= 16 else repr(text)[:16]
+        fits = isinstance(text, str) and len(text) <= SHOWN_CHARS
+        shown = text if fits else repr(text)[:SHOWN_CHARS]
         raise RuleError(
             Reason.INVALID_CARD,
             f"'{shown}' is not a card code; expected a rank A,2..10,J,Q,K then a suit C,D,H,S.",
@@ -61,22 +103,6 @@ def codes(cards: Iterable[Card]) -> list[str]:
     return [CODES[c] for c in cards]
 
 
-def rank_of(card: Card) -> int:
-    """Return the rank position 0..12 (A..K) of a card."""
-    return card >> 2
-
-
-def suit_of(card: Card) -> int:
-    """Return the suit position 0..3 (C, D, H, S) of a card."""
-    return card & 3
-
-
-def value_of(card: Card) -> int:
-    """Return the numeric value of a card (A=1 .. 10=10), or 0 for J, Q and K."""
-    rank = card >> 2
-    return rank + 1 if rank < JACK_RANK else 0
-
-
 def mask_of(cards: Iterable[Card]) -> int:
     """Return the bitmask of a collection of cards."""
     mask = 0
@@ -93,8 +119,3 @@ def cards_of(mask: int) -> tuple[Card, ...]:
         out.append(low.bit_length() - 1)
         mask ^= low
     return tuple(out)
-
-
-def sort_cards(cards: Iterable[Card]) -> tuple[Card, ...]:
-    """Return cards sorted in canonical order."""
-    return tuple(sorted(cards))

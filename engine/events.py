@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.cards import Card
+from engine.cards import Card, shows_codes
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +15,7 @@ class HandStarted:
     dealer: int
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class CardsDealt:
     """Cards dealt from the top of the deck to a seat, or face up to the floor (seat None)."""
@@ -23,6 +24,7 @@ class CardsDealt:
     cards: tuple[Card, ...]
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class FloorFixed:
     """J or 7D cards on the new floor went back, the deck was reshuffled, replacements dealt."""
@@ -31,6 +33,7 @@ class FloorFixed:
     replacements: tuple[Card, ...]
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class CardPlayed:
     """A seat played a card from its hand."""
@@ -39,6 +42,7 @@ class CardPlayed:
     card: Card
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Captured:
     """The played card took floor cards; both go to the seat's pile."""
@@ -51,6 +55,7 @@ class Captured:
     groups: tuple[tuple[Card, ...], ...]
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Trailed:
     """The played card captured nothing and stays on the floor."""
@@ -59,6 +64,7 @@ class Trailed:
     card: Card
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Swept:
     """A J or the 7D took the whole floor."""
@@ -68,6 +74,7 @@ class Swept:
     cards: tuple[Card, ...]
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class BasraScored:
     """The play scored a Basra (+10)."""
@@ -76,6 +83,7 @@ class BasraScored:
     card: Card
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class LeftoversAwarded:
     """After the 48th play the floor went to the last capturer (seat None: to nobody)."""

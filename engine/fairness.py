@@ -17,10 +17,11 @@ from enum import StrEnum
 from engine import rng
 from engine.cards import code
 from engine.events import Captured, CardPlayed, CardsDealt, Event, FloorFixed, HandStarted, Trailed
+from engine.facts import HAND_CARDS, MAX_SEED_BYTES, MIN_SEED_BYTES, ROUND_CARDS, SEATS
 from engine.match import Action, deal_hand
 from engine.plans import DEFAULT_WORK_LIMIT
 from engine.replay import replay
-from engine.state import HAND_CARDS, Status
+from engine.state import Status
 from engine.view import HiddenDeal, seat_events
 
 DealEvent = HandStarted | CardsDealt | FloorFixed
@@ -33,7 +34,7 @@ class Finding(StrEnum):
     """Kinds of discrepancy, in the order the verifier looks for them."""
 
     INVALID_SEED = "INVALID_SEED"
-    """The seed is not 1 to 64 bytes, so no match can have used it."""
+    """The seed is not MIN_SEED_BYTES to MAX_SEED_BYTES long, so no match can have used it."""
     COMMITMENT_MISMATCH = "COMMITMENT_MISMATCH"
     """SHA-256 of the seed is not the commitment shown at the start of the match."""
     DEAL_MISMATCH = "DEAL_MISMATCH"
@@ -87,9 +88,9 @@ def hand_deals(seed: bytes, hand_number: int) -> tuple[DealEvent, ...]:
     deal = deal_hand(seed, hand_number)
     dealer, rest = deal.dealer, deal.deck
     deals: list[DealEvent] = list(deal.events)
-    for start in range(0, len(rest), 2 * HAND_CARDS):
+    for start in range(0, len(rest), ROUND_CARDS):
         deals.append(CardsDealt(1 - dealer, rest[start : start + HAND_CARDS]))
-        deals.append(CardsDealt(dealer, rest[start + HAND_CARDS : start + 2 * HAND_CARDS]))
+        deals.append(CardsDealt(dealer, rest[start + HAND_CARDS : start + ROUND_CARDS]))
     return tuple(deals)
 
 
@@ -144,7 +145,7 @@ def verify(
     `observed` is the events one seat received, in order (its `seat_events`, concatenated
     over the calls of the match), and `seat` is that seat; only their deal events are compared.
     """
-    if observed is not None and seat not in (0, 1):
+    if observed is not None and seat not in SEATS:
         raise ValueError("a seat's record needs its seat, 0 or 1")
     progress = Verdict(None, 0, 0, 0, 0, 0, match_over=False)
     if not rng.is_seed(seed):
@@ -153,7 +154,7 @@ def verify(
             progress,
             discrepancy=Discrepancy(
                 Finding.INVALID_SEED,
-                f"The seed must be {rng.MIN_SEED_BYTES} to {rng.MAX_SEED_BYTES} bytes, not {size}.",
+                f"The seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes, not {size}.",
             ),
         )
     if not hmac.compare_digest(rng.commitment(seed), bytes(commitment)):

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from engine import rng
-from engine.cards import DECK_SIZE, JACK_RANK, SEVEN_OF_DIAMONDS, Card, code, mask_of
+from engine.cards import SHOWN_CHARS, Card, code, is_sweeper, mask_of, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import (
     BasraScored,
@@ -21,12 +21,23 @@ from engine.events import (
     Swept,
     Trailed,
 )
+from engine.facts import (
+    DECK_SIZE,
+    FLOOR_CARDS,
+    HAND_CARDS,
+    MAX_LABEL_CHARS,
+    MAX_SEED_BYTES,
+    MIN_SEED_BYTES,
+    ROUND_CARDS,
+    SEATS,
+)
 from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
 from engine.scoring import match_winner, score_hand
-from engine.state import HAND_CARDS, MAX_LABEL_CHARS, State, Status
+from engine.state import State, Status
 from engine.validate import check_state
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Action:
     """A seat plays a card: with no choice, a plan id, an explicit capture set, or a trail."""
@@ -38,6 +49,7 @@ class Action:
     trail: bool = False
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Move:
     """What one card of the hand to move can do: its plans, or that it trails."""
@@ -52,13 +64,13 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
     if not rng.is_seed(seed):
         raise RuleError(
             Reason.INVALID_SEED,
-            f"The seed must be {rng.MIN_SEED_BYTES} to {rng.MAX_SEED_BYTES} bytes long.",
+            f"The seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes long.",
             length=len(seed) if isinstance(seed, bytes) else -1,
         )
     for seat, label in enumerate(labels):
         if len(label) > MAX_LABEL_CHARS or not label.isprintable():
             raise RuleError(
-                Reason.INVALID_ACTION,
+                Reason.INVALID_LABEL,
                 f"Label {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
                 seat=seat,
             )
@@ -87,6 +99,7 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
     return _start_hand(blank, events), tuple(events)
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class Deal:
     """The start of a hand as the seed gives it: hands, fixed floor, undealt deck, events."""
@@ -99,15 +112,15 @@ class Deal:
 
 
 def deal_hand(seed: bytes, hand_number: int) -> Deal:
-    """Shuffle hand `hand_number`'s full deck, deal 4/4/4 and fix the floor (RULES.md 2)."""
+    """Shuffle hand `hand_number`'s full deck, deal both hands and the floor, fix the floor."""
     dealer = rng.dealer_of_hand(seed, hand_number)
     other = 1 - dealer
     deck = rng.shuffled(seed, rng.deck_label(hand_number), range(DECK_SIZE))
     hands: list[tuple[Card, ...]] = [(), ()]
-    hands[other] = deck[0:HAND_CARDS]
-    hands[dealer] = deck[HAND_CARDS : 2 * HAND_CARDS]
-    floor = deck[2 * HAND_CARDS : 3 * HAND_CARDS]
-    rest = deck[3 * HAND_CARDS :]
+    hands[other] = deck[:HAND_CARDS]
+    hands[dealer] = deck[HAND_CARDS:ROUND_CARDS]
+    floor = deck[ROUND_CARDS : ROUND_CARDS + FLOOR_CARDS]
+    rest = deck[ROUND_CARDS + FLOOR_CARDS :]
     events: list[HandStarted | CardsDealt | FloorFixed] = [
         HandStarted(hand_number, dealer),
         CardsDealt(other, hands[other]),
@@ -115,7 +128,7 @@ def deal_hand(seed: bytes, hand_number: int) -> Deal:
         CardsDealt(None, floor),
     ]
     fixes = 0
-    while returned := tuple(c for c in floor if c == SEVEN_OF_DIAMONDS or c >> 2 == JACK_RANK):
+    while returned := tuple(c for c in floor if is_sweeper(c)):
         fixes += 1
         reshuffled = rng.shuffled(seed, rng.fix_label(hand_number, fixes), rest + returned)
         replacements = reshuffled[: len(returned)]
@@ -201,7 +214,7 @@ def apply(
     if state.status is Status.OVER:
         raise RuleError(Reason.MATCH_OVER, "The match is over; no more moves can be played.")
     seat = action.seat
-    if type(seat) is not int or seat not in (0, 1):
+    if type(seat) is not int or seat not in SEATS:
         raise RuleError(
             Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=seat
         )
@@ -233,8 +246,10 @@ def apply(
 def _check_card(card: Card) -> None:
     """Refuse a value that is not a card index, before it is used as one."""
     if type(card) is not int or not 0 <= card < DECK_SIZE:
-        shown = str(card)[:16]
-        raise RuleError(Reason.INVALID_CARD, f"{shown} is not a card (0 to 51).", card=shown)
+        shown = str(card)[:SHOWN_CHARS]
+        raise RuleError(
+            Reason.INVALID_CARD, f"{shown} is not a card (0 to {DECK_SIZE - 1}).", card=shown
+        )
 
 
 def _choose(action: Action, plans: tuple[Plan, ...]) -> Plan | None:
@@ -354,12 +369,10 @@ def _next_round(state: State, events: list[Event]) -> State:
         deck = state.deck
         hands: list[tuple[Card, ...]] = [(), ()]
         hands[other] = deck[:HAND_CARDS]
-        hands[dealer] = deck[HAND_CARDS : 2 * HAND_CARDS]
+        hands[dealer] = deck[HAND_CARDS:ROUND_CARDS]
         events.append(CardsDealt(other, hands[other]))
         events.append(CardsDealt(dealer, hands[dealer]))
-        return replace(
-            state, deck=deck[2 * HAND_CARDS :], hands=(hands[0], hands[1]), to_move=other
-        )
+        return replace(state, deck=deck[ROUND_CARDS:], hands=(hands[0], hands[1]), to_move=other)
     captured = state.captured
     unclaimed: tuple[Card, ...] = ()
     if state.floor:

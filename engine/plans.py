@@ -21,23 +21,42 @@ from engine.cards import (
     FULL_MASK,
     JACK_RANK,
     RANK_MASKS,
-    SEVEN_OF_DIAMONDS,
+    RANK_OF,
+    RANK_VALUES,
     Card,
     cards_of,
+    shows_codes,
 )
 from engine.errors import Reason, RuleError
+from engine.facts import (
+    DECK_SIZE,
+    FLOOR_CARDS,
+    MAX_PLANS,
+    MIN_GROUP_CARDS,
+    RANKS,
+    SEVEN_D_BASRA_BLOCKERS,
+    SEVEN_D_BASRA_MAX_FLOOR,
+    SEVEN_OF_DIAMONDS,
+    SUITS,
+)
 
-MAX_PLANS = 12
 # Work bound (search steps) for one plan generation. Reachable floors need at most a few
 # thousand steps (docs/rules.md gives the argument); crafted floors beyond it are refused.
 DEFAULT_WORK_LIMIT = 10_000
-# 7D sweep gives a Basra only when the floor held at most this many cards.
-SEVEN_D_BASRA_MAX_FLOOR = 10
 
-_QUEEN_KING_MASK = RANK_MASKS[11] | RANK_MASKS[12]
-_SWEEP_KIND = 13  # the played 7D; ranks 0..12 are their own kinds
+# The memo kind of a played card: its rank position, or a kind of its own for the 7D (which
+# sweeps when played, while a 7 of another suit captures as a 7).
+_SEVEN_D_KIND = len(RANKS)
+_KIND_OF: tuple[int, ...] = tuple(
+    _SEVEN_D_KIND if card == SEVEN_OF_DIAMONDS else RANK_OF[card] for card in range(DECK_SIZE)
+)
+_SWEEP_KINDS = (JACK_RANK, _SEVEN_D_KIND)
+_SEVEN_D_BLOCKERS_MASK = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_BASRA_BLOCKERS)
+# Per rank position: the cards of every smaller rank.
+_BELOW: tuple[int, ...] = tuple(sum(RANK_MASKS[:rank]) for rank in range(len(RANKS)))
 
 
+@shows_codes
 class Plan(NamedTuple):
     """One way to play a card that captures: the floor cards taken and how they split.
 
@@ -72,12 +91,13 @@ class _Abstract:
 # Floor cards that can change the plans of each kind: for a numeric card its rank and the
 # smaller ranks (larger values can never join a sum), for Q/K their rank, for J/7D everything.
 # Keying the memo on them alone lets floors that differ elsewhere share one result.
-_RELEVANT: tuple[int, ...] = (
-    *((1 << (4 * r + 4)) - 1 for r in range(JACK_RANK)),
-    FULL_MASK,
-    RANK_MASKS[11],
-    RANK_MASKS[12],
-    FULL_MASK,
+_RELEVANT: tuple[int, ...] = tuple(
+    FULL_MASK
+    if kind in _SWEEP_KINDS
+    else _BELOW[kind] | RANK_MASKS[kind]
+    if RANK_VALUES[kind]
+    else RANK_MASKS[kind]
+    for kind in range(_SEVEN_D_KIND + 1)
 )
 
 
@@ -85,16 +105,11 @@ _RELEVANT: tuple[int, ...] = (
 _Chain = tuple[int, "_Chain"] | None
 
 
-def plan_kind(card: Card) -> int:
-    """Return the memo kind of a played card: its rank, or a kind of its own for the 7D."""
-    return _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
-
-
 def plans_for(
     card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
 ) -> tuple[Plan, ...]:
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
-    kind = _SWEEP_KIND if card == SEVEN_OF_DIAMONDS else card >> 2
+    kind = _KIND_OF[card]
     relevant = floor_mask & _RELEVANT[kind]
     raw, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
     if raw is None:
@@ -109,7 +124,7 @@ def plans_for(
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
-    kind = plan_kind(card)
+    kind = _KIND_OF[card]
     relevant = floor_mask & _RELEVANT[kind]
     return _plans_cached(kind, relevant, relevant != floor_mask, work_limit)[1]
 
@@ -133,22 +148,23 @@ def _plans_cached(
     """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there."""
     if not floor:
         return (), 0
-    if kind in (JACK_RANK, _SWEEP_KIND):
+    if kind in _SWEEP_KINDS:
         everything = cards_of(floor)
         basra = (
-            kind == _SWEEP_KIND
+            kind == _SEVEN_D_KIND
             and len(everything) <= SEVEN_D_BASRA_MAX_FLOOR
-            and not floor & _QUEEN_KING_MASK
+            and not floor & _SEVEN_D_BLOCKERS_MASK
         )
         return ((1, everything, (), (), basra, True, floor),), 0
     same = floor & RANK_MASKS[kind]
     same_cards = cards_of(same)
-    if kind > JACK_RANK:
+    value = RANK_VALUES[kind]
+    if not value:  # Q or K: only its rank
         if not same:
             return (), 0
         return ((1, same_cards, same_cards, (), not others, False, same),), 0
-    smaller_mask = floor & ((1 << (4 * kind)) - 1)
-    groups, work = _groups_on(kind + 1, smaller_mask, limit) if smaller_mask else ((), 0)
+    smaller_mask = floor & _BELOW[kind]
+    groups, work = _groups_on(value, smaller_mask, limit) if smaller_mask else ((), 0)
     if groups is None:
         return None, work
     if not groups:
@@ -165,9 +181,17 @@ def _plans_cached(
     return tuple(plans), work
 
 
-# Per byte (two ranks): the same byte with each nibble's cards packed into its low bits.
-_PACKED_BYTE: tuple[int, ...] = tuple(
-    ((1 << (b & 15).bit_count()) - 1) | (((1 << (b >> 4).bit_count()) - 1) << 4) for b in range(256)
+# A table to pack a card mask a chunk of ranks at a time: per chunk value, the same chunk
+# with each rank's cards moved to the low bits of its place, so that only counts remain.
+_PACK_RANKS = 2
+_PACK_BITS = _PACK_RANKS * len(SUITS)
+_PACK_CHUNK = (1 << _PACK_BITS) - 1
+_PACKED: tuple[int, ...] = tuple(
+    sum(
+        ((1 << (chunk & rank_mask).bit_count()) - 1) << (rank_mask & -rank_mask).bit_length() - 1
+        for rank_mask in RANK_MASKS[:_PACK_RANKS]
+    )
+    for chunk in range(_PACK_CHUNK + 1)
 )
 
 _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
@@ -176,11 +200,11 @@ _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
 @lru_cache(maxsize=1 << 16)
 def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken, ...] | None, int]:
     """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex."""
-    shape = 0  # each rank's nibble with its cards moved to the low bits: only counts matter
+    shape = 0  # each rank's place with its cards moved to the low bits: only counts matter
     shift = 0
     while smaller_mask >> shift:
-        shape |= _PACKED_BYTE[(smaller_mask >> shift) & 0xFF] << shift
-        shift += 8
+        shape |= _PACKED[(smaller_mask >> shift) & _PACK_CHUNK] << shift
+        shift += _PACK_BITS
     abstract = _abstract_plans(value, shape, limit)
     if abstract.work > limit:
         return None, abstract.work
@@ -197,23 +221,33 @@ def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken,
 
 # Abstract plans of every reachable shape, computed ahead of time (plan_table) and installed
 # by the service when a worker starts (install_plan_table), so that no reachable floor is
-# searched for in a live call, not even by a fresh worker. Keyed by shape << 4 | value; each
-# record is the _Abstract in the compact form of _encode. A precomputed memo: empty until
-# installed, never changed afterwards.
+# searched for in a live call, not even by a fresh worker. Keyed by shape << _VALUE_BITS |
+# value; each record is the _Abstract in the compact form of _encode. A precomputed memo:
+# empty until installed, never changed afterwards.
 _TABLE: dict[int, bytes] = {}
-# A floor of reachable shape holds beyond one card per rank at most this many (docs/rules.md).
-REACHABLE_EXTRA_CARDS = 3
-_KEY_BYTES = 5  # shape (9 ranks of 4 bits) and value
+# A floor of reachable shape holds beyond one card per rank at most this many: the first
+# floor cards less one (docs/rules.md).
+REACHABLE_EXTRA_CARDS = FLOOR_CARDS - 1
+# Played values whose smaller cards can form groups (every numeric value but the lowest).
+GROUP_VALUES: tuple[int, ...] = tuple(sorted({v for v in RANK_VALUES if v}))[1:]
+_VALUE_BITS = max(RANK_VALUES).bit_length()
+# A key: the shape of the cards below the highest value, then the value.
+_KEY_BYTES = (_BELOW[RANK_VALUES.index(max(RANK_VALUES))].bit_length() + _VALUE_BITS + 7) // 8
 _LENGTH_BYTES = 2
+_WORK_BYTES = 2
+_UNBOUNDED = 1 << 62  # a work limit no search reaches: plan_table's searches are complete
+# The lowest card of each rank: `count` cards of rank r in a shape are ((1 << count) - 1)
+# times it.
+_RANK_LOW_BIT: tuple[int, ...] = tuple(mask & -mask for mask in RANK_MASKS)
 
 
 @lru_cache(maxsize=1 << 14)
 def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
     """Plans over positions of the smaller cards, sorted by value then copy (= canonical).
 
-    `shape` holds, in the nibble of each smaller rank, as many low bits as cards of it.
+    `shape` holds, in the place of each smaller rank, as many low bits as cards of it.
     """
-    record = _TABLE.get(shape << 4 | value)
+    record = _TABLE.get(shape << _VALUE_BITS | value)
     if record is not None:
         return _decode(record, limit)
     return _search(value, shape, limit)
@@ -221,7 +255,11 @@ def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
 
 def _search(value: int, shape: int, limit: int) -> _Abstract:
     """_abstract_plans by searching, stopping as soon as the work passes `limit`."""
-    values = [r + 1 for r in range(value - 1) for _ in range(((shape >> (4 * r)) & 15).bit_count())]
+    values = [
+        RANK_VALUES[rank]
+        for rank, rank_mask in enumerate(RANK_MASKS)
+        for _ in range((shape & rank_mask).bit_count())
+    ]
     n = len(values)
     work = 0
 
@@ -238,7 +276,7 @@ def _search(value: int, shape: int, limit: int) -> _Abstract:
             if t > value:
                 break  # values ascend, so later positions overshoot too
             if t == value:
-                if size >= 1:
+                if size + 1 >= MIN_GROUP_CARDS:
                     groups.append(mask | (1 << pos))
             else:
                 stack.append((pos + 1, mask | (1 << pos), t, size + 1))
@@ -289,9 +327,9 @@ def _search(value: int, shape: int, limit: int) -> _Abstract:
 
 
 def _encode(abstract: _Abstract) -> bytes:
-    """The compact form of a complete search's result: work (2 bytes), then per plan its
-    positions and its groups, each a count followed by that many positions."""
-    out = bytearray(abstract.work.to_bytes(2, "little"))
+    """The compact form of a complete search's result: work (_WORK_BYTES), the number of
+    plans, then per plan its positions and its groups, each a count and that many positions."""
+    out = bytearray(abstract.work.to_bytes(_WORK_BYTES, "little"))
     out.append(len(abstract.plans))
     for taken, groups in abstract.plans:
         out += bytes((len(taken), *taken, len(groups)))
@@ -302,12 +340,12 @@ def _encode(abstract: _Abstract) -> bytes:
 
 def _decode(record: bytes, limit: int) -> _Abstract:
     """The _Abstract a search with `limit` gives, from a complete result in compact form."""
-    work = record[0] | record[1] << 8
+    work = int.from_bytes(record[:_WORK_BYTES], "little")
     if work > limit:
         return _Abstract((), limit + 1)  # where the search stops: one step past the limit
     plans = []
-    at = 3
-    for _ in range(record[2]):
+    at = _WORK_BYTES + 1
+    for _ in range(record[_WORK_BYTES]):
         size = record[at]
         taken = tuple(record[at + 1 : at + 1 + size])
         at += 1 + size
@@ -325,24 +363,24 @@ def reachable_shapes(value: int) -> list[int]:
     """Every shape of the cards smaller than `value` that a reachable floor can show.
 
     A numeric card of rank r trails only when no rank-r card lies on the floor, so each rank
-    lies there at most max(1, its count among the 4 first floor cards) times: beyond one card
+    lies there at most max(1, its count among the first floor cards) times: beyond one card
     per rank, at most REACHABLE_EXTRA_CARDS more (docs/rules.md).
     """
     shapes = [0]  # built rank by rank; each rank adds 0..4 cards within the extra budget
     extra = [0]
-    for rank in range(value - 1):
+    for rank in (r for r, rank_value in enumerate(RANK_VALUES) if 0 < rank_value < value):
         grown, grown_extra = [], []
         for shape, used in zip(shapes, extra, strict=True):
-            for count in range(5):
+            for count in range(len(SUITS) + 1):
                 more = used + max(count - 1, 0)
                 if more <= REACHABLE_EXTRA_CARDS:
-                    grown.append(shape | ((1 << count) - 1) << (4 * rank))
+                    grown.append(shape | ((1 << count) - 1) * _RANK_LOW_BIT[rank])
                     grown_extra.append(more)
         shapes, extra = grown, grown_extra
     return sorted(shape for shape in shapes if shape)
 
 
-def plan_table(values: Iterable[int] = range(2, JACK_RANK + 1)) -> bytes:
+def plan_table(values: Iterable[int] = GROUP_VALUES) -> bytes:
     """The table of install_plan_table: every reachable shape of `values`, searched fully.
 
     Deterministic; takes seconds for every value (the service ships it built, see
@@ -351,8 +389,8 @@ def plan_table(values: Iterable[int] = range(2, JACK_RANK + 1)) -> bytes:
     out = bytearray()
     for value in values:
         for shape in reachable_shapes(value):
-            record = _encode(_search(value, shape, 1 << 62))
-            out += (shape << 4 | value).to_bytes(_KEY_BYTES, "little")
+            record = _encode(_search(value, shape, _UNBOUNDED))
+            out += (shape << _VALUE_BITS | value).to_bytes(_KEY_BYTES, "little")
             out += len(record).to_bytes(_LENGTH_BYTES, "little") + record
     return bytes(out)
 

@@ -11,11 +11,17 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import TypeGuard, TypeVar
 
+from engine.facts import MAX_SEED_BYTES, MIN_SEED_BYTES, SEATS
+
 T = TypeVar("T")
 
 DOMAIN = b"basra-rules/v1"
-MIN_SEED_BYTES = 1
-MAX_SEED_BYTES = 64
+# The stream's layout (docs/determinism.md): big-endian lengths of the seed and the label,
+# a block counter, and the words a draw takes from each SHA-256 block.
+_LENGTH_BYTES = 4
+_COUNTER_BYTES = 8
+_WORD_BYTES = 4
+_WORD_RANGE = 1 << (8 * _WORD_BYTES)
 
 
 def is_seed(value: object) -> TypeGuard[bytes]:
@@ -28,22 +34,22 @@ def _words(seed: bytes, label: str) -> Iterator[int]:
     label_bytes = label.encode("ascii")
     prefix = (
         DOMAIN
-        + len(seed).to_bytes(4, "big")
+        + len(seed).to_bytes(_LENGTH_BYTES, "big")
         + seed
-        + len(label_bytes).to_bytes(4, "big")
+        + len(label_bytes).to_bytes(_LENGTH_BYTES, "big")
         + label_bytes
     )
     counter = 0
     while True:
-        block = hashlib.sha256(prefix + counter.to_bytes(8, "big")).digest()
-        for i in range(0, 32, 4):
-            yield int.from_bytes(block[i : i + 4], "big")
+        block = hashlib.sha256(prefix + counter.to_bytes(_COUNTER_BYTES, "big")).digest()
+        for i in range(0, len(block), _WORD_BYTES):
+            yield int.from_bytes(block[i : i + _WORD_BYTES], "big")
         counter += 1
 
 
 def _below(words: Iterator[int], n: int) -> int:
     """Draw an unbiased integer in [0, n) by rejection sampling."""
-    limit = (1 << 32) - (1 << 32) % n
+    limit = _WORD_RANGE - _WORD_RANGE % n
     while True:
         word = next(words)
         if word < limit:
@@ -63,7 +69,7 @@ def shuffled(seed: bytes, label: str, items: Sequence[T]) -> tuple[T, ...]:
 @lru_cache(maxsize=4096)
 def first_dealer(seed: bytes) -> int:
     """Return the seat (0 or 1) that deals the first hand (memoised: every state check asks)."""
-    return _below(_words(seed, "first-dealer"), 2)
+    return _below(_words(seed, "first-dealer"), len(SEATS))
 
 
 def dealer_of_hand(seed: bytes, hand_number: int) -> int:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from engine.cards import ACES_MASK, JACKS_MASK, TEN_OF_DIAMONDS, TWO_OF_CLUBS
+from engine.cards import ACES_MASK, JACKS_MASK
 from engine.events import HandScored, SeatScore
-from engine.state import TARGET
-
-MAJORITY_CARDS = 27
-TIE_CARDS = 26
-MAJORITY_POINTS = 30
-BASRA_POINTS = 10
-TWO_OF_CLUBS_POINTS = 2
-TEN_OF_DIAMONDS_POINTS = 3
+from engine.facts import (
+    ACE_POINTS,
+    BASRA_POINTS,
+    JACK_POINTS,
+    MAJORITY_CARDS,
+    MAJORITY_POINTS,
+    SEATS,
+    TARGET,
+    TEN_OF_DIAMONDS,
+    TEN_OF_DIAMONDS_POINTS,
+    TIE_CARDS,
+    TWO_OF_CLUBS,
+    TWO_OF_CLUBS_POINTS,
+)
 
 
 def score_hand(
@@ -23,19 +29,19 @@ def score_hand(
 ) -> HandScored:
     """Score a finished hand from the two piles (bitmasks), Basra counts, carry and totals."""
     counts = (piles[0].bit_count(), piles[1].bit_count())
-    majority_seat = next((s for s in (0, 1) if counts[s] >= MAJORITY_CARDS), None)
+    majority_seat = next((s for s in SEATS if counts[s] >= MAJORITY_CARDS), None)
     if majority_seat is not None:
         carry_after = 0
     elif counts == (TIE_CARDS, TIE_CARDS):
         carry_after = carry + MAJORITY_POINTS
     else:
-        carry_after = carry  # nobody reached 27 because leftovers belonged to nobody
+        carry_after = carry  # nobody has the majority because leftovers belonged to nobody
     seats: list[SeatScore] = []
-    for seat in (0, 1):
+    for seat in SEATS:
         pile = piles[seat]
         majority = MAJORITY_POINTS + carry if seat == majority_seat else 0
-        jacks = (pile & JACKS_MASK).bit_count()
-        aces = (pile & ACES_MASK).bit_count()
+        jacks = JACK_POINTS * (pile & JACKS_MASK).bit_count()
+        aces = ACE_POINTS * (pile & ACES_MASK).bit_count()
         two = TWO_OF_CLUBS_POINTS if pile >> TWO_OF_CLUBS & 1 else 0
         ten = TEN_OF_DIAMONDS_POINTS if pile >> TEN_OF_DIAMONDS & 1 else 0
         basra_points = BASRA_POINTS * basras[seat]

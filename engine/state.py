@@ -5,15 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from engine.cards import Card
-
-SEATS = (0, 1)
-HAND_CARDS = 4
-ROUNDS = 6
-PLAYS_PER_HAND = 48
-DECK_AFTER_DEAL = 40
-TARGET = 121
-MAX_LABEL_CHARS = 64
+from engine.cards import Card, shows_codes
+from engine.facts import DECK_AFTER_DEAL, ROUND_CARDS, ROUNDS
 
 
 class Status(StrEnum):
@@ -23,6 +16,7 @@ class Status(StrEnum):
     OVER = "OVER"
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class State:
     """A whole match at one moment. Seats are 0 and 1; cards are canonical indices."""
@@ -61,17 +55,13 @@ class State:
     def plays_in_hand(self) -> int:
         """Number of plays made so far in the current hand (0..48)."""
         return (
-            DECK_AFTER_DEAL
-            - len(self.deck)
-            + 2 * HAND_CARDS
-            - len(self.hands[0])
-            - len(self.hands[1])
+            DECK_AFTER_DEAL + ROUND_CARDS - len(self.deck) - len(self.hands[0]) - len(self.hands[1])
         )
 
     @property
     def round_number(self) -> int:
         """1-based round (deal of four cards each) of the current hand, 1..6."""
-        return min(ROUNDS, (DECK_AFTER_DEAL - len(self.deck)) // (2 * HAND_CARDS) + 1)
+        return min(ROUNDS, (DECK_AFTER_DEAL - len(self.deck)) // ROUND_CARDS + 1)
 
     @property
     def floor_mask(self) -> int:

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 from engine import rng
-from engine.cards import DECK_SIZE, FULL_MASK, JACK_RANK, SEVEN_OF_DIAMONDS, code
+from engine.cards import FULL_MASK, code, is_sweeper
 from engine.errors import Reason, RuleError
-from engine.scoring import MAJORITY_POINTS, match_winner
-from engine.state import (
+from engine.facts import (
+    BASRA_POINTS,
     DECK_AFTER_DEAL,
+    DECK_SIZE,
     HAND_CARDS,
+    ITEM_POINTS,
+    MAJORITY_POINTS,
     MAX_LABEL_CHARS,
+    MAX_SEED_BYTES,
+    MIN_SEED_BYTES,
     PLAYS_PER_HAND,
-    State,
-    Status,
+    ROUND_CARDS,
+    SEATS,
 )
+from engine.scoring import match_winner
+from engine.state import State, Status
 
+# A sanity bound, not a rule: far beyond any real match, it keeps the checks below finite.
 MAX_HAND_NUMBER = 100_000
-# Points one hand can add to both totals and the carry together: the majority (30), every
-# J, A, the 2C and 10D (13), and a Basra on every one of the 48 plays.
-MAX_POINTS_PER_HAND = MAJORITY_POINTS + 13 + 10 * PLAYS_PER_HAND
+# Points one hand can add to both totals and the carry together: the majority, every J, A,
+# the 2C and the 10D, and a Basra on every play.
+MAX_POINTS_PER_HAND = MAJORITY_POINTS + ITEM_POINTS + BASRA_POINTS * PLAYS_PER_HAND
+# A capture puts at least two cards on the pile: the played card and a floor card.
+MIN_CARDS_PER_CAPTURE = 2
 
 
 def _bad(problem: str, **details: str | int) -> RuleError:
@@ -29,12 +39,12 @@ def check_state(state: State) -> None:
     """Raise INVALID_STATE naming the first inconsistency of `state`; return None if sound."""
     seed = state.seed
     if not rng.is_seed(seed):
-        raise _bad(f"the seed must be {rng.MIN_SEED_BYTES} to {rng.MAX_SEED_BYTES} bytes")
+        raise _bad(f"the seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes")
     if not isinstance(state.status, Status):
         raise _bad("the status is unknown")
     if type(state.hand_number) is not int or not 1 <= state.hand_number <= MAX_HAND_NUMBER:
         raise _bad(f"the hand number must be 1 to {MAX_HAND_NUMBER}", field="hand_number")
-    if type(state.dealer) is not int or state.dealer not in (0, 1):
+    if type(state.dealer) is not int or state.dealer not in SEATS:
         raise _bad("the dealer must be seat 0 or 1", field="dealer")
     expected_dealer = rng.dealer_of_hand(seed, state.hand_number)
     if state.dealer != expected_dealer:
@@ -101,23 +111,23 @@ def _check_cards(state: State) -> None:
 
 def _check_counts(state: State) -> None:
     for field, pair in (("totals", state.totals), ("basras", state.basras)):
-        if len(pair) != 2 or not all(type(x) is int and x >= 0 for x in pair):
+        if len(pair) != len(SEATS) or not all(type(x) is int and x >= 0 for x in pair):
             raise _bad(f"{field} must be two non-negative integers", field=field)
     carry = state.carry
     if type(carry) is not int or carry < 0 or carry % MAJORITY_POINTS:
-        raise _bad("the carry must be a non-negative multiple of 30", field="carry")
+        raise _bad(f"the carry must be a non-negative multiple of {MAJORITY_POINTS}", field="carry")
     finished_hands = state.hand_number - (1 if state.status is Status.IN_PROGRESS else 0)
     if carry > MAJORITY_POINTS * finished_hands:
         raise _bad("the carry is larger than the hands played allow", field="carry")
     if sum(state.totals) + carry > MAX_POINTS_PER_HAND * finished_hands:
         raise _bad("the totals are larger than the hands played allow", field="totals")
-    for seat in (0, 1):
-        if 2 * state.basras[seat] > len(state.captured[seat]):
+    for seat in SEATS:
+        if MIN_CARDS_PER_CAPTURE * state.basras[seat] > len(state.captured[seat]):
             raise _bad(f"seat {seat} has more Basras than its pile allows", seat=seat)
     if type(state.seq) is not int or state.seq < 0:
         raise _bad("the sequence number must be a non-negative integer", field="seq")
     last = state.last_capturer
-    if last is not None and (type(last) is not int or last not in (0, 1)):
+    if last is not None and (type(last) is not int or last not in SEATS):
         raise _bad("the last capturer must be seat 0, seat 1 or nobody", field="last_capturer")
     piles = (len(state.captured[0]), len(state.captured[1]))
     if last is None and (piles[0] or piles[1]):
@@ -134,7 +144,7 @@ def _check_in_progress(state: State) -> None:
     if match_winner(state.totals) is not None:
         raise _bad("the totals already decide the match", field="totals")
     deck = len(state.deck)
-    if deck > DECK_AFTER_DEAL or deck % (2 * HAND_CARDS):
+    if deck > DECK_AFTER_DEAL or deck % ROUND_CARDS:
         raise _bad(f"{deck} undealt cards is not a whole number of rounds", field="deck")
     dealer = state.dealer
     held = (len(state.hands[1 - dealer]), len(state.hands[dealer]))  # (non-dealer, dealer)
@@ -155,7 +165,7 @@ def _check_in_progress(state: State) -> None:
             f"the sequence number must be {PLAYS_PER_HAND * (state.hand_number - 1) + plays}",
             field="seq",
         )
-    if plays == 0 and any(c == SEVEN_OF_DIAMONDS or c >> 2 == JACK_RANK for c in state.floor):
+    if plays == 0 and any(is_sweeper(c) for c in state.floor):
         raise _bad("a freshly dealt floor holds no J and no 7D", field="floor")
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import rng
-from engine.cards import Card
+from engine.cards import Card, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
+from engine.facts import SEATS
 from engine.match import Move, PlanGenerator, legal_moves
 from engine.plans import DEFAULT_WORK_LIMIT, plans_for
 from engine.state import State, Status
 
 
+@shows_codes
 @dataclass(frozen=True, slots=True)
 class SeatView:
     """One seat's observation of a match."""
@@ -43,7 +45,7 @@ class SeatView:
 
 
 def _check_seat(seat: int) -> None:
-    if type(seat) is not int or seat not in (0, 1):
+    if type(seat) is not int or seat not in SEATS:
         raise RuleError(
             Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
         )

@@ -42,7 +42,8 @@ from engine import (
     parse_cards,
     seat_events,
 )
-from engine.cards import CODES, DECK_SIZE, Card
+from engine.cards import Card
+from engine.facts import CODES, DECK_SIZE
 from service import wire
 from service.wire import boolean, integer, message, optional_data, optional_int, text
 

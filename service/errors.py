@@ -31,6 +31,7 @@ _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
         Reason.INVALID_STATE: grpc.StatusCode.INVALID_ARGUMENT,
         Reason.INVALID_CARD: grpc.StatusCode.INVALID_ARGUMENT,
         Reason.INVALID_ACTION: grpc.StatusCode.INVALID_ARGUMENT,
+        Reason.INVALID_LABEL: grpc.StatusCode.INVALID_ARGUMENT,
         Reason.INVALID_SEED: grpc.StatusCode.INVALID_ARGUMENT,
         Reason.INVALID_SEAT: grpc.StatusCode.INVALID_ARGUMENT,
         Reason.NOT_YOUR_TURN: grpc.StatusCode.FAILED_PRECONDITION,

@@ -99,6 +99,11 @@ class Pacer:
         self._deadline = deadline
         self._lock = threading.Lock()
 
+    def stop(self) -> None:
+        """End the run now: every later `wait` returns False."""
+        with self._lock:
+            self._deadline = float("-inf")
+
     def wait(self) -> bool:
         """Sleep until the next slot; False once the run's time is up."""
         with self._lock:
@@ -324,12 +329,15 @@ def run(
     workers: Callable[[], list[int]] = list,
     kill_every: float | None = None,
     sample_every: float | None = None,
+    until_matches: int | None = None,
 ) -> Report:
     """Soak `target` for `duration` seconds at `rate` calls/s over `tables` tables.
 
-    With `kill_every`, a worker chosen at random is killed (SIGKILL) that often; calls that
-    fail UNAVAILABLE are then counted apart, as explained by the kills, not as errors. With
-    `sample_every`, the workers' memory is sampled that often (to see whether it levels off).
+    With `until_matches`, the run ends as soon as that many matches were played to the end
+    and replayed (`duration` is then the deadline). With `kill_every`, a worker chosen at
+    random is killed (SIGKILL) that often; calls that fail UNAVAILABLE are then counted
+    apart, as explained by the kills, not as errors. With `sample_every`, the workers'
+    memory is sampled that often (to see whether it levels off).
     """
     tally = Tally()
     start_pids = workers()
@@ -350,6 +358,8 @@ def run(
         while True:
             try:
                 table.play_match()
+                if until_matches is not None and tally.matches >= until_matches:
+                    pacer.stop()
             except TimeUp:
                 return
             except Mismatch as error:

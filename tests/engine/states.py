@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -160,13 +160,26 @@ def act(state: State, card: str, **choice: Any) -> tuple[State, tuple[Event, ...
     return apply(state, Action(state.to_move, parse_card(card), **choice))
 
 
+def kept(state: State) -> bytes:
+    """Keep a state's value apart from it: its pickled bytes, which share no object with it."""
+    return pickle.dumps(state)
+
+
+def assert_unchanged(state: State, before: bytes) -> None:
+    """Assert that `state` still holds, field by field, the value `kept` took before."""
+    assert state == pickle.loads(before), "the state changed"
+
+
 def refusal(state: State, action: Action) -> RuleError:
-    """Assert that `action` is refused and leaves `state` exactly as it was; return the error."""
-    before = copy.deepcopy(state)
+    """Assert that `action` is refused and leaves `state` exactly as it was; return the error.
+
+    The value before is kept as bytes, not as a copy of the State (a deep copy of a frozen
+    all-tuple State shares every field with it), so a change anywhere would be seen.
+    """
+    before = kept(state)
     with pytest.raises(RuleError) as info:
         apply(state, action)
-    assert state == before
-    assert repr(state) == repr(before)
+    assert_unchanged(state, before)
     assert info.value.message
     return info.value
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import brute
 import pytest
-from states import build, last_play, rest, scene, seed_for_dealer
+from states import assert_unchanged, build, kept, last_play, refusal, rest, scene, seed_for_dealer
 
-from engine import check_state, codes, new_match
+import engine.match
+from engine import Action, Reason, State, check_state, codes, new_match, parse_card
 
 
 @pytest.mark.parametrize("dealer", [0, 1])
@@ -80,3 +84,44 @@ def test_brute_force_refuses_repeated_cards() -> None:
         brute.plans("5C", ["2D", "2D"])
     with pytest.raises(ValueError):
         brute.plans("5C", ["5C"])
+
+
+# Changes a refused apply might make to the state it was given. A State is frozen and holds
+# only tuples, so rebinding a field behind the frozen guard is the change Python allows.
+MUTATIONS: dict[str, Callable[[State], Any]] = {
+    "a floor card dropped": lambda s: ("floor", s.floor[:-1]),
+    "the hands swapped": lambda s: ("hands", (s.hands[1], s.hands[0])),
+    "seq advanced": lambda s: ("seq", s.seq + 1),
+    "a Basra added": lambda s: ("basras", (s.basras[0] + 1, s.basras[1])),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_refusal_notices_a_state_changed_by_a_refused_apply(
+    mutation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 'a refusal changes nothing' check can fail: an apply that changes the state it
+    was given and then refuses is caught, whatever field it touched."""
+    state = scene(["5C", "KD"], ["5H", "QS"], seat=1)
+    wrong_seat = Action(0, parse_card("5C"))
+    assert refusal(state, wrong_seat).reason is Reason.NOT_YOUR_TURN  # unchanged: passes
+
+    def check_and_mutate(checked: State) -> None:
+        check_state(checked)
+        name, value = MUTATIONS[mutation](checked)
+        object.__setattr__(checked, name, value)
+
+    monkeypatch.setattr(engine.match, "check_state", check_and_mutate)
+    with pytest.raises(AssertionError, match="the state changed"):
+        refusal(state, wrong_seat)
+
+
+def test_kept_state_is_a_value_apart_from_the_state() -> None:
+    """What `kept` holds survives any change to the state and compares equal only to the
+    value the state had."""
+    state = new_match(b"kept")[0]
+    before = kept(state)
+    assert_unchanged(state, before)
+    object.__setattr__(state, "floor", ())
+    with pytest.raises(AssertionError, match="the state changed"):
+        assert_unchanged(state, before)

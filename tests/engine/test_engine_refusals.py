@@ -169,11 +169,12 @@ def test_invalid_action() -> None:
 
 
 def test_invalid_labels() -> None:
-    """Player labels must be printable and at most 64 characters."""
-    for labels in (("a\x00b", ""), ("", "x" * 65), ("line\nbreak", "ok")):
+    """A label that is not printable or longer than 64 characters is INVALID_LABEL, seat named."""
+    for labels, seat in ((("a\x00b", ""), 0), (("", "x" * 65), 1), (("line\nbreak", "ok"), 0)):
         with pytest.raises(RuleError) as info:
             new_match(b"seed", labels)
-        assert info.value.reason is Reason.INVALID_ACTION
+        assert info.value.reason is Reason.INVALID_LABEL
+        assert info.value.details == {"seat": str(seat)}
     assert new_match(b"seed", ("Ann", "x" * 64))[0].labels == ("Ann", "x" * 64)
 
 

@@ -21,7 +21,7 @@ from engine import (
     legal_actions,
     parse_card,
 )
-from engine.cards import DECK_SIZE
+from engine.facts import DECK_SIZE
 from testkit.actions import play_match, spellings
 
 

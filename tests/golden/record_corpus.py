@@ -209,9 +209,9 @@ def new_matches(rec: Recorder, mode: str) -> None:
         (
             pb.NewMatchRequest(seed=b"s", labels=["x" * 65]),
             "a 65-character label",
-            "INVALID_ACTION",
+            "INVALID_LABEL",
         ),
-        (pb.NewMatchRequest(seed=b"s", labels=["ok", "a\nb"]), "a newline", "INVALID_ACTION"),
+        (pb.NewMatchRequest(seed=b"s", labels=["ok", "a\nb"]), "a newline", "INVALID_LABEL"),
     ]
     for request, note, want in cases:
         call("NewMatch", request, note, want)
@@ -273,7 +273,7 @@ def replays(rec: Recorder, mode: str, match: Played) -> None:
     replay([], "no seed", want="INVALID_SEED", seed=b"")
     replay(actions[:5], "a 65-byte seed", want="INVALID_SEED", seed=bytes(65))
     replay(actions[:5], "three labels", want="TOO_MANY_LABELS", labels=["a", "b", "c"])
-    replay(actions[:5], "a label with a tab", want="INVALID_ACTION", labels=["a\tb"])
+    replay(actions[:5], "a label with a tab", want="INVALID_LABEL", labels=["a\tb"])
 
 
 def _find(matches: Sequence[Played], wanted: Any, what: str) -> Any:

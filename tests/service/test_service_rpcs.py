@@ -89,8 +89,8 @@ def test_new_match_refusals(call: Caller) -> None:
     cases = [
         (pb.NewMatchRequest(seed=b"x" * 65), "INVALID_SEED"),
         (pb.NewMatchRequest(seed=SEED, labels=["a", "b", "c"]), "TOO_MANY_LABELS"),
-        (pb.NewMatchRequest(seed=SEED, labels=["bad\nlabel"]), "INVALID_ACTION"),
-        (pb.NewMatchRequest(seed=SEED, labels=["x" * 65]), "INVALID_ACTION"),
+        (pb.NewMatchRequest(seed=SEED, labels=["bad\nlabel"]), "INVALID_LABEL"),
+        (pb.NewMatchRequest(seed=SEED, labels=["x" * 65]), "INVALID_LABEL"),
     ]
     for request, reason in cases:
         outcome = call("NewMatch", request)

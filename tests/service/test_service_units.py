@@ -98,7 +98,7 @@ def test_the_help_names_each_settings_variable() -> None:
 
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
     """No setting escapes the contract unnoticed: the extras are reflection, io, tracing and
-    the signing and TLS settings that the contract reserves for the trust issue."""
+    the settings of signed states and TLS (keys, certificates), documented beside the contract."""
     reserved = {"signing_keys", "signing_keys_file", "tls_cert", "tls_key", "tls_client_ca"}
     extras = {"reflection", "io", "tracing", *reserved}
     assert {f.name for f in fields(Config)} - set(CONTRACT) == extras
@@ -152,7 +152,7 @@ def test_legal_moves_of_the_handlers_equal_the_engines() -> None:
 
 
 def test_every_reason_has_its_status_code() -> None:
-    """The mapping of the issue: illegal moves FAILED_PRECONDITION, malformed INVALID_ARGUMENT."""
+    """The contract's mapping: illegal moves FAILED_PRECONDITION, malformed INVALID_ARGUMENT."""
     fp = {
         "NOT_YOUR_TURN",
         "CARD_NOT_IN_HAND",

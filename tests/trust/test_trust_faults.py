@@ -19,6 +19,12 @@ from testkit import harness
 TIMEOUT = 10.0
 # Generous for a loaded 2-core CI machine; RELIABILITY.md records the time measured.
 RESTORE_SECONDS = 20.0
+# Deadline for the load to reach a count of answered calls (a few are needed, in well under a
+# second on an idle machine): waiting for the count, not for a time, keeps speed out of it.
+COUNT_SECONDS = 60.0
+# Calls answered before the kill, and again after the replacement, by the four clients.
+CALLS_BEFORE = 20
+CALLS_AFTER = 20
 
 
 @pytest.fixture
@@ -27,6 +33,18 @@ def server() -> Iterator[harness.ServedProcess]:
     served = harness.start(["--workers", "2"])
     yield served
     served.stop()
+
+
+def _wait_for_ok(outcomes: Counter[str], lock: threading.Lock, count: int) -> int:
+    """Wait until `count` calls were answered OK in all (or fail at the deadline)."""
+    deadline = time.monotonic() + COUNT_SECONDS
+    while True:
+        with lock:
+            answered = outcomes["OK"]
+        if answered >= count:
+            return answered
+        assert time.monotonic() < deadline, f"{answered} of {count} calls in {COUNT_SECONDS} s"
+        time.sleep(0.01)
 
 
 def _load(target: str, stop: threading.Event, outcomes: Counter[str], lock: threading.Lock) -> None:
@@ -67,15 +85,16 @@ def test_a_killed_worker_is_replaced_and_no_call_fails_otherwise_than_unavailabl
     for client in clients:
         client.start()
     try:
-        time.sleep(1.5)
-        with lock:
-            served_before = outcomes["OK"]
+        served_before = _wait_for_ok(outcomes, lock, CALLS_BEFORE)
         victim = before[0]
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         replaced = server.wait_for("worker replaced", RESTORE_SECONDS)
         restored_after = time.monotonic() - killed_at
-        time.sleep(1.0)  # keep the load on the restored server for a moment
+        with lock:
+            served_at_restore = outcomes["OK"]
+        # Keep the load on the restored server until it has answered more calls.
+        _wait_for_ok(outcomes, lock, served_at_restore + CALLS_AFTER)
     finally:
         stop.set()
         for client in clients:
@@ -83,9 +102,10 @@ def test_a_killed_worker_is_replaced_and_no_call_fails_otherwise_than_unavailabl
     print(f"worker {victim} killed; replaced by {replaced['pid']} after {restored_after:.2f} s")
     print(f"outcomes: {dict(outcomes)}")
 
-    assert served_before > 0
+    assert served_before >= CALLS_BEFORE
     assert set(outcomes) <= {"OK", "UNAVAILABLE"}, outcomes
-    assert outcomes["OK"] > served_before  # the service kept answering after the kill
+    # The service kept answering after the kill and after the replacement.
+    assert outcomes["OK"] >= served_at_restore + CALLS_AFTER > served_before
     after = server.workers()
     assert len(after) == 2 and victim not in after and before[1] in after
     assert replaced["pid"] in after

@@ -13,6 +13,8 @@ from basra.v1 import rules_pb2 as pb
 
 from testkit import harness, soak
 
+DEADLINE_SECONDS = 120.0
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[harness.ServedProcess]:
@@ -28,15 +30,25 @@ def test_short_soak_of_signed_states_finds_no_error_and_measures_every_worker(
 ) -> None:
     workers = server.workers()
     assert len(workers) == 2
+    rate = 150.0
+    # Two whole matches, played, checked and replayed; the duration is only a deadline, far
+    # beyond what they need (a few seconds at this rate), so a slow machine takes longer but
+    # passes the same way.
     report = soak.run(
-        server.target, duration=8.0, rate=150.0, tables=2, seed=1, workers=server.workers
+        server.target,
+        duration=DEADLINE_SECONDS,
+        rate=rate,
+        tables=2,
+        seed=1,
+        workers=server.workers,
+        until_matches=2,
     )
     print(report.text())  # shown with -s or on failure
     assert report.total_errors == 0, report.error_samples
+    assert report.matches >= 2, f"two matches not played within {DEADLINE_SECONDS} s"
     assert set(report.calls) == {"NewMatch", "Apply", "LegalMoves", "PlayerView", "Replay"}
-    assert report.matches >= 1
-    assert report.total_calls >= 300
-    assert report.total_calls <= 150 * 8 + 1  # the pacer never exceeds the rate asked
+    # The pacer never exceeds the rate asked (a bound that holds however slow the machine).
+    assert report.total_calls <= rate * report.duration_seconds + 1
     assert sum(report.expected_refusals.values()) >= 1
     assert report.workers_start == report.workers_end == workers
     assert server.find("worker died, replacing it") == []

@@ -1,0 +1,58 @@
+"""The engine's pure parts stand alone: the facts, cards, events, scoring and plans can be used
+without loading the state, the match flow, the random stream of the deal or the state check
+(a player program that must not see the deal relies on it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENGINE = Path(__file__).resolve().parents[2] / "engine"
+MACHINERY = {"engine.state", "engine.match", "engine.rng", "engine.validate", "engine.replay"}
+
+# Loads the named modules under a bare `engine` package (without engine/__init__.py, which
+# gathers everything for callers) and prints every engine module that got loaded.
+PROBE = """
+import json, sys, types
+package = types.ModuleType("engine")
+package.__path__ = [sys.argv[1]]
+sys.modules["engine"] = package
+for name in sys.argv[2:]:
+    __import__(name)
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("engine."))))
+"""
+
+
+def loaded_by(*modules: str) -> set[str]:
+    """The engine modules that importing `modules` loads, in a fresh interpreter."""
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ENGINE), *modules],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(json.loads(run.stdout))
+
+
+def test_facts_import_nothing_of_the_engine() -> None:
+    """engine.facts is the first thing stated: it depends on no other engine module."""
+    assert loaded_by("engine.facts") == {"engine.facts"}
+
+
+@pytest.mark.parametrize(
+    "module", ["engine.cards", "engine.events", "engine.scoring", "engine.plans", "engine.errors"]
+)
+def test_pure_parts_do_not_reach_the_match_machinery(module: str) -> None:
+    """Cards, events, scoring and plans load none of state, match, rng, validate, replay."""
+    loaded = loaded_by(module)
+    assert module in loaded
+    assert not loaded & MACHINERY, f"{module} loads {sorted(loaded & MACHINERY)}"
+
+
+def test_the_probe_sees_the_machinery_where_it_is_used() -> None:
+    """The check can fail: loading the match flow is seen to load the state and the rng."""
+    assert {"engine.state", "engine.rng", "engine.validate"} <= loaded_by("engine.match")
