@@ -30,7 +30,9 @@ Apply requests, every call going through
 the interceptors as grpc calls them (intercept_service, then the wrapped behaviour):
     taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15
 - absent: the service's interceptor as it was before tracing existed (service/interceptors.py
-  of --absent-rev, default 0a98b7c, read from git), on the same handlers, metrics and logger;
+  of --absent-rev, default 0205e52, read from git), on the same handlers, metrics and logger;
+- absent, a second copy: the same code loaded once more, the control: how far two copies of
+  identical code measure apart here;
 - off: the service as it is, tracing off (the default);
 - on, sampled: tracing on, the caller's traceparent sampled: opentelemetry-instrumentation-grpc's
   interceptor outside the service's, a span per call, batched and encoded as OTLP protobuf by
@@ -84,7 +86,7 @@ from service.servicer import SERVICE_NAME, RulesServicer, _reader, add_to_server
 
 DATA = ROOT / "deploy" / "ghz" / "data"
 # The last commit before tracing existed: --tracing's "absent" runs its interceptor.
-ABSENT_REV = "0a98b7c"
+ABSENT_REV = "0205e52"
 
 
 class _Context:
@@ -370,8 +372,8 @@ class _Metadatum(NamedTuple):
     value: str
 
 
-def _absent_interceptors(rev: str) -> Any:
-    """service/interceptors.py as it was at `rev`, loaded as a module of its own."""
+def _absent_interceptors(rev: str, name: str) -> Any:
+    """service/interceptors.py as it was at `rev`, loaded as a module of its own, `name`."""
     source = subprocess.run(
         ["git", "show", f"{rev}:service/interceptors.py"],
         cwd=ROOT,
@@ -379,7 +381,7 @@ def _absent_interceptors(rev: str) -> Any:
         capture_output=True,
         text=True,
     ).stdout
-    module = types.ModuleType("absent_interceptors")
+    module = types.ModuleType(name)
     module.__file__ = f"{rev}:service/interceptors.py"
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, module.__file__, "exec"), module.__dict__)
@@ -416,9 +418,11 @@ def tracing_costs(args: argparse.Namespace) -> int:
     add_to_server(RulesServicer(handlers), registrar, Config().max_message_bytes)
     apply_handler = registrar.handlers["Apply"]
     tracing = Tracing.start(logger, BatchSpanProcessor(_EncodingExporter()))
-    absent = _absent_interceptors(args.absent_rev)
+    absent = _absent_interceptors(args.absent_rev, "absent_interceptors")
+    control = _absent_interceptors(args.absent_rev, "absent_interceptors_control")
     chains = {
         "absent": [absent.ObservingInterceptor(absent.CallObserver(tally, logger))],
+        "control": [control.ObservingInterceptor(control.CallObserver(tally, logger))],
         "off": [ObservingInterceptor(CallObserver(tally, logger))],
         "on": [tracing.interceptor(), ObservingInterceptor(CallObserver(tally, logger, tracing))],
     }
@@ -474,6 +478,12 @@ def tracing_costs(args: argparse.Namespace) -> int:
     # (name, one call, its inputs, what ends the row: the spans' export is charged to it)
     rows: list[tuple[str, Callable[[Any], object], Sequence[Any], Callable[[], object]]] = [
         ("whole Apply call, tracing absent", through(chains["absent"], sampled), calls, nothing),
+        (
+            "whole Apply call, tracing absent, a second copy (control)",
+            through(chains["control"], sampled),
+            calls,
+            nothing,
+        ),
         ("whole Apply call, tracing off", through(chains["off"], sampled), calls, nothing),
         ("whole Apply call, tracing on, sampled", through(chains["on"], sampled), calls, flush),
         ("whole Apply call, tracing on, unsampled", through(chains["on"], unsampled), calls, flush),

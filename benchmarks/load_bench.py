@@ -33,9 +33,10 @@ with py-spy.
     .venv/bin/python benchmarks/load_bench.py --defaults --runs 3
 
 With --defaults --tracing it measures, the same way, what tracing costs Apply at the defaults:
-in each run four servers, all one worker, info logs, metrics on: the server's code as it was
+in each run five servers, all one worker, info logs, metrics on: the server's code as it was
 before tracing existed ("absent": engine/, service/ and clients/ of --absent-rev exported by
-git archive and run from there), tracing off (the default), tracing on with every call sampled
+git archive and run from there), a second such server (the control: how far two identical
+servers measure apart here), tracing off (the default), tracing on with every call sampled
 (OTEL_EXPORTER_OTLP_ENDPOINT pointing at testkit.otlp's receiver in this process, which counts
 the spans), and tracing on with OTEL_TRACES_SAMPLER=always_off. Besides the ratios to the bare
 Check it prints each variant over the absent one, median over the rounds of a run, then over
@@ -85,7 +86,7 @@ DATA = ROOT / "deploy" / "ghz" / "data"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STARTUP_SECONDS = 60.0
 # The last commit before tracing existed (--defaults --tracing runs it as "absent").
-ABSENT_REV = "0a98b7c"
+ABSENT_REV = "0205e52"
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -459,7 +460,7 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
 
 # --defaults --tracing: the service at its defaults with tracing absent, off and on.
 ABSENT = "absent"
-TRACING_VARIANTS = (ABSENT, "off", "on", "on, unsampled")
+TRACING_VARIANTS = (ABSENT, "absent, second server (control)", "off", "on", "on, unsampled")
 
 
 @contextmanager
@@ -487,14 +488,17 @@ def run_tracing(number: int, args: argparse.Namespace) -> dict[str, Any]:
     with absent_tree(args.absent_rev) as tree, otlp.receiving(keep=False) as receiver:
         exporting = {**keep, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
         unsampled = {**exporting, "OTEL_TRACES_SAMPLER": "always_off"}
+        before = {**keep, "PYTHONPATH": str(tree)}
         with (
             bare_server() as bare,
-            served(io, 1, "info", True, env={**keep, "PYTHONPATH": str(tree)}, cwd=tree) as absent,
+            served(io, 1, "info", True, env=before, cwd=tree) as absent,
+            served(io, 1, "info", True, env=before, cwd=tree) as control,
             served(io, 1, "info", True, env=keep) as off,
             served(io, 1, "info", True, flags=["--tracing"], env=exporting) as on,
             served(io, 1, "info", True, flags=["--tracing"], env=unsampled) as on_unsampled,
         ):
-            servers = dict(zip(TRACING_VARIANTS, (absent, off, on, on_unsampled), strict=True))
+            started = (absent, control, off, on, on_unsampled)
+            servers = dict(zip(TRACING_VARIANTS, started, strict=True))
             calls = {f"Apply {name}": (server, path, requests) for name, server in servers.items()}
             result = rotate(number, args, bare, calls)
         result["spans_received"] = receiver.count
@@ -557,8 +561,9 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     servers = f"basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, metrics on)"
     if args.tracing:
         servers += (
-            f": as of {args.absent_rev} (absent), tracing off, tracing on (every call sampled, "
-            "OTLP to a receiver in this process), tracing on with OTEL_TRACES_SAMPLER=always_off"
+            f": as of {args.absent_rev} (absent, twice), tracing off, tracing on (every call "
+            "sampled, OTLP to a receiver in this process), tracing on with "
+            "OTEL_TRACES_SAMPLER=always_off"
         )
     print(
         f"load_bench --defaults {started:%Y-%m-%d %H:%M} UTC; command: "
