@@ -1,22 +1,28 @@
 """`basra-rules play`: two simple bots play a whole match against a running server.
 
 A demonstration client: it only speaks the public contract (NewMatch, then Apply with
-expected_seq until the match is over) and prints what happens in plain words.
+expected_seq until the match is over, then PlayerView for the revealed seed) and prints what
+happens in plain words. With --record it also writes what seat 0's player keeps, the record
+that `basra-rules verify` checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
 import random
 import sys
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 import grpc
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
+from google.protobuf import json_format
 
 from clients.refusals import reason_of
 
@@ -107,14 +113,53 @@ def describe(event: pb.Event, names: Sequence[str]) -> str | None:
     return None  # card_played is shown with its capture or trail; hidden deals never appear
 
 
+@dataclass
+class Kept:
+    """What one seat's player keeps of a match: the record `basra-rules verify` reads."""
+
+    seat: int = 0
+    commitment: bytes = b""
+    """The seed commitment received with the first deal."""
+    seed: bytes = b""
+    """The seed, as revealed by the seat's PlayerView once the match is over."""
+    events: list[pb.Event] = field(default_factory=list)
+    actions: list[pb.Action] = field(default_factory=list)
+
+    def json(self) -> str:
+        """The record in the protobuf JSON mapping, one event or action per line."""
+
+        def items(messages: Sequence[pb.Event] | Sequence[pb.Action]) -> str:
+            return ",\n".join(
+                "    " + json.dumps(json_format.MessageToDict(m), separators=(", ", ": "))
+                for m in messages
+            )
+
+        return (
+            "{\n"
+            f'  "seed": "{base64.b64encode(self.seed).decode()}",\n'
+            f'  "seedCommitment": "{base64.b64encode(self.commitment).decode()}",\n'
+            f'  "seat": {self.seat},\n'
+            f'  "events": [\n{items(self.events)}\n  ],\n'
+            f'  "actions": [\n{items(self.actions)}\n  ]\n'
+            "}\n"
+        )
+
+
 def play(
     stub: rules_pb2_grpc.RulesServiceStub,
     seed: bytes,
     names: tuple[str, str],
     out: TextIO,
     timeout: float,
+    *,
+    kept: Kept | None = None,
 ) -> pb.State:
-    """Play one match to its end, printing each event; return the final state."""
+    """Play one match to its end, printing each event; return the final state.
+
+    At the end the seed is read back from a PlayerView and checked against the commitment
+    received at the start; `kept` (seat 0's by default) collects the match record.
+    """
+    kept = kept if kept is not None else Kept()
     bots: tuple[Bot, Bot] = (greedy, RandomBot(random.Random(seed)))
 
     def call(
@@ -124,20 +169,35 @@ def play(
         return method(request, timeout=timeout, metadata=metadata)
 
     result = call(stub.NewMatch, pb.NewMatchRequest(seed=seed, labels=list(names)))
+    kept.commitment = result.seed_commitment
     print(f"Seed commitment {result.seed_commitment.hex()}", file=out)
     for _ in range(MAX_ACTIONS):
+        kept.events.extend(result.seat_events[kept.seat].events)
         for event in result.events:
             line = describe(event, names)
             if line is not None:
                 print(line, file=out)
         state = result.state
         if state.status == pb.STATUS_OVER:
+            _reveal(stub, state, kept, out, timeout)
             return state
         moves = result.legal_moves
         action = bots[moves.seat](moves)
         request = pb.ApplyRequest(state=state, action=action, expected_seq=state.seq)
         result = call(stub.Apply, request)
+        kept.actions.append(action)
     raise RuntimeError(f"the match did not end within {MAX_ACTIONS} actions")
+
+
+def _reveal(
+    stub: rules_pb2_grpc.RulesServiceStub, state: pb.State, kept: Kept, out: TextIO, timeout: float
+) -> None:
+    """Read the revealed seed from the seat's PlayerView and print it against the commitment."""
+    request = pb.PlayerViewRequest(state=state, seat=kept.seat)
+    kept.seed = stub.PlayerView(request, timeout=timeout).view.seed
+    honest = hashlib.sha256(kept.seed).digest() == kept.commitment
+    verdict = "is" if honest else "is NOT"
+    print(f"Seed revealed {kept.seed.hex()}: its SHA-256 {verdict} the commitment above", file=out)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,6 +206,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", default=None, help="match seed in hex (default: random)")
     parser.add_argument("--names", nargs=2, default=("Greedy", "Random"), metavar="NAME")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="write seat 0's match record (JSON) for `basra-rules verify FILE`",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
@@ -157,11 +222,15 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         return 2
     with grpc.insecure_channel(args.target) as channel:
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        kept = Kept()
         try:
-            play(stub, seed, (args.names[0], args.names[1]), out, args.timeout)
+            play(stub, seed, (args.names[0], args.names[1]), out, args.timeout, kept=kept)
         except grpc.RpcError as error:
             reason = reason_of(error)
             code = error.code().name + (f" {reason}" if reason else "")
             print(f"call failed: {code}: {error.details()}", file=sys.stderr)
             return 1
+    if args.record:
+        with open(args.record, "w") as record:
+            record.write(kept.json())
     return 0

@@ -176,14 +176,14 @@ def flag_name(field: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting; unset flags stay None so variables and defaults can apply."""
     for field in fields(Config):
-        help_text = f"{_HELP[field.name]} [env {env_name(field.name)}]"
-        if _PARSERS[field.name] is _boolean:  # --tracing / --no-tracing
+        shown = f"{_HELP[field.name]} [env {env_name(field.name)}]"
+        if _PARSERS[field.name] is _boolean:  # --tracing / --no-tracing, --reflection / ...
             parser.add_argument(
                 flag_name(field.name),
                 dest=field.name,
                 action=argparse.BooleanOptionalAction,
                 default=None,
-                help=help_text,
+                help=shown,
             )
             continue
         parser.add_argument(
@@ -191,7 +191,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             dest=field.name,
             default=None,
             metavar=field.name.split("_")[-1].upper(),
-            help=help_text,
+            help=shown,
         )
 
 

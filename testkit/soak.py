@@ -11,6 +11,7 @@ start and end.
 
     python -m testkit.soak --duration 600 --rate 100          # starts its own 2-worker server
     python -m testkit.soak --duration 300 --kill-every 10      # with a worker killed every 10 s
+    python -m testkit.soak --workers 1 --kill-before-wrong     # a kill before each wrong request
     python -m testkit.soak --target 127.0.0.1:50051 --server-pid PID
     python -m testkit.soak --duration 3600 --workers 1 --metrics --sample-every 300  # defaults
 """
@@ -66,6 +67,8 @@ class Tally:
     errors: Counter[str] = field(default_factory=Counter)
     samples: list[str] = field(default_factory=list)
     matches: int = 0
+    cut_off_checks: int = 0
+    """Deliberately wrong requests that failed UNAVAILABLE instead of being refused."""
 
     def call(self, method: str) -> None:
         """Count one call."""
@@ -83,6 +86,11 @@ class Tally:
             self.errors[kind] += 1
             if len(self.samples) < MAX_ERROR_SAMPLES:
                 self.samples.append(f"{kind}: {sample}"[:500])
+
+    def cut_off_check(self) -> None:
+        """Count one deliberately wrong request that met a dead worker."""
+        with self.lock:
+            self.cut_off_checks += 1
 
     def finished(self) -> None:
         """Count one match played to its end and replayed."""
@@ -129,6 +137,8 @@ class Table:
     rnd: random.Random
     pacer: Pacer
     tally: Tally
+    before_wrong: Callable[[], None] | None = None
+    """Called right before each deliberately wrong request (fault injection)."""
 
     def call(self, method: str, request: Message) -> Any:
         """Make one paced call; return the response or raise grpc.RpcError."""
@@ -138,10 +148,17 @@ class Table:
         return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
 
     def refused(self, method: str, request: Message, code: grpc.StatusCode, reason: str) -> None:
-        """Make a call that must be refused with this code and reason."""
+        """Make a call that must be refused with this code and reason.
+
+        A call that fails UNAVAILABLE never reached a worker able to judge it (one was killed
+        under it): that error goes on to the caller like that of any other call.
+        """
         try:
             self.call(method, request)
         except grpc.RpcError as error:
+            if error.code() is grpc.StatusCode.UNAVAILABLE:
+                self.tally.cut_off_check()
+                raise
             got = (error.code(), reason_of(error))
             if got != (code, reason):
                 raise Mismatch(f"{method} refused with {got}, expected {(code, reason)}") from None
@@ -205,6 +222,8 @@ class Table:
         """One request whose refusal is known: wrong seat, or a stale expected_seq."""
         assert state.to_move is not None
         card = engine.code(state.hands[state.to_move][0])
+        if self.before_wrong is not None:
+            self.before_wrong()
         if self.rnd.random() < 0.5:
             action = pb.Action(seat=1 - state.to_move, card=card)
             request = pb.ApplyRequest(**wire, action=action)
@@ -274,6 +293,7 @@ class Report:
     workers_end: list[int]
     workers_killed: int = 0
     unavailable_during_kills: int = 0
+    refusal_checks_cut_off: int = 0
     longest_restore_seconds: float = 0.0
     rss_samples: list[tuple[float, dict[int, int | None]]] = field(default_factory=list)
     """(seconds since the start, RSS of each worker) every `sample_every` seconds."""
@@ -299,8 +319,13 @@ class Report:
         if self.workers_killed:
             lines.append(
                 f"workers killed: {self.workers_killed}, calls failed UNAVAILABLE meanwhile: "
-                f"{self.unavailable_during_kills}, longest wait for all workers again: "
-                f"{self.longest_restore_seconds:.2f} s"
+                f"{self.unavailable_during_kills} ({self.refusal_checks_cut_off} of them "
+                "deliberately wrong requests)"
+                + (
+                    f", longest wait for all workers again: {self.longest_restore_seconds:.2f} s"
+                    if self.longest_restore_seconds
+                    else ""
+                )
             )
         for pid in sorted(set(self.rss_kib_start) | set(self.rss_kib_end)):
             start, end = self.rss_kib_start.get(pid), self.rss_kib_end.get(pid)
@@ -328,6 +353,7 @@ def run(
     seed: int = 0,
     workers: Callable[[], list[int]] = list,
     kill_every: float | None = None,
+    kill_before_wrong: bool = False,
     sample_every: float | None = None,
     until_matches: int | None = None,
 ) -> Report:
@@ -335,7 +361,8 @@ def run(
 
     With `until_matches`, the run ends as soon as that many matches were played to the end
     and replayed (`duration` is then the deadline). With `kill_every`, a worker chosen at
-    random is killed (SIGKILL) that often; calls that fail UNAVAILABLE are then counted
+    random is killed (SIGKILL) that often; with `kill_before_wrong`, one is killed right
+    before each deliberately wrong request. Calls that fail UNAVAILABLE are then counted
     apart, as explained by the kills, not as errors. With `sample_every`, the workers'
     memory is sampled that often (to see whether it levels off).
     """
@@ -347,6 +374,20 @@ def run(
     channels = [grpc.insecure_channel(target) for _ in range(tables)]
     faults = Faults()
     done = threading.Event()
+    killing = bool(kill_every) or kill_before_wrong
+    victims = random.Random(seed)
+    kill_lock = threading.Lock()
+
+    def kill_one() -> None:
+        """Kill a worker and send the wrong request only once it is gone."""
+        with kill_lock:
+            victim = _kill(workers, victims)
+            if victim is None:
+                return
+            faults.kills += 1
+            deadline = time.monotonic() + GONE_WAIT_SECONDS
+            while victim in workers() and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def table_loop(index: int, channel: grpc.Channel) -> None:
         table = Table(
@@ -354,6 +395,7 @@ def run(
             random.Random(seed * 1000 + index),
             pacer,
             tally,
+            before_wrong=kill_one if kill_before_wrong else None,
         )
         while True:
             try:
@@ -362,15 +404,8 @@ def run(
                     pacer.stop()
             except TimeUp:
                 return
-            except Mismatch as error:
-                tally.error("MISMATCH", str(error))
-            except grpc.RpcError as error:
-                code = error.code()
-                if kill_every and code is grpc.StatusCode.UNAVAILABLE:
-                    with tally.lock:
-                        faults.unavailable += 1
-                else:
-                    tally.error(code.name, str(error.details()))
+            except (Mismatch, grpc.RpcError) as failure:
+                count_failure(failure, tally, faults, kills=killing)
 
     threads = [
         threading.Thread(target=table_loop, args=(i, c), name=f"table-{i}")
@@ -422,6 +457,7 @@ def run(
         workers_end=end_pids,
         workers_killed=faults.kills,
         unavailable_during_kills=faults.unavailable,
+        refusal_checks_cut_off=tally.cut_off_checks,
         longest_restore_seconds=faults.longest_restore,
         rss_samples=samples,
     )
@@ -437,6 +473,34 @@ class Faults:
 
 
 RESTORE_WAIT_SECONDS = 60.0
+# How long a killed worker may take to leave the process table before the call goes anyway.
+GONE_WAIT_SECONDS = 5.0
+
+
+def count_failure(
+    failure: Mismatch | grpc.RpcError, tally: Tally, faults: Faults, *, kills: bool
+) -> None:
+    """Count a match cut short: UNAVAILABLE apart while the soak kills workers, else an error."""
+    if isinstance(failure, Mismatch):
+        tally.error("MISMATCH", str(failure))
+        return
+    code = failure.code()
+    if kills and code is grpc.StatusCode.UNAVAILABLE:
+        with tally.lock:
+            faults.unavailable += 1
+    else:
+        tally.error(code.name, str(failure.details()))
+
+
+def _kill(workers: Callable[[], list[int]], rnd: random.Random) -> int | None:
+    """SIGKILL one live worker chosen at random; return its pid (None: none was alive)."""
+    alive = workers()
+    if not alive:
+        return None
+    victim = rnd.choice(alive)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(victim, signal.SIGKILL)
+    return victim
 
 
 def _kill_workers(
@@ -449,12 +513,9 @@ def _kill_workers(
     """Every `every` seconds kill one worker, then time how long until the set is whole again."""
     wanted = len(workers())
     while not done.wait(every):
-        alive = workers()
-        if not alive:
+        victim = _kill(workers, rnd)
+        if victim is None:
             return
-        victim = rnd.choice(alive)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         faults.kills += 1
         while time.monotonic() - killed_at < RESTORE_WAIT_SECONDS:
@@ -483,6 +544,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--kill-every", type=float, help="SIGKILL a random worker this often (seconds)"
+    )
+    parser.add_argument(
+        "--kill-before-wrong",
+        action="store_true",
+        help="SIGKILL a random worker right before each deliberately wrong request",
     )
     parser.add_argument(
         "--metrics", action="store_true", help="start the server with /metrics on, its default"
@@ -517,6 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             workers=workers,
             kill_every=args.kill_every,
+            kill_before_wrong=args.kill_before_wrong,
             sample_every=args.sample_every,
         )
     finally:

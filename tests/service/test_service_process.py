@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import signal
 import socket
@@ -203,34 +206,63 @@ def test_every_call_is_counted_exactly_once_and_none_is_lost_on_sigterm(tmp_path
     assert final["basra_plan_generation_seconds_count"] >= 3 * (first + second)
 
 
+def _basra(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the `basra-rules` command from the repository root; its output as text."""
+    return subprocess.run(
+        [*command(), *args], capture_output=True, text=True, timeout=60, cwd=REPO, check=False
+    )
+
+
 def test_play_finishes_a_match_against_the_server(served: ServedProcess) -> None:
     """`basra-rules play` plays a whole match and prints it, ending with the winner."""
-    done = subprocess.run(
-        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    done = _basra("play", "--target", f"127.0.0.1:{served.port}", "--seed", "0badc0de")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("Seed commitment ")
     assert any(line.startswith("== Hand 1:") for line in lines)
     assert sum(" plays " in line for line in lines) >= 48
-    assert "wins" in lines[-1]
+    assert "wins" in lines[-2]
+
+
+def test_play_reveals_the_seed_and_records_a_match_that_verify_accepts(
+    served: ServedProcess, tmp_path: Path
+) -> None:
+    """`play --record FILE` keeps seat 0's record; the seed printed at the end is the one
+    committed to at the start, and `basra-rules verify FILE` finds the match honest."""
+    record = tmp_path / "match.json"
+    target = f"127.0.0.1:{served.port}"
+    played = _basra("play", "--target", target, "--seed", "5eed", "--record", str(record))
+    assert played.returncode == 0, played.stderr
+    lines = played.stdout.splitlines()
+    commitment = lines[0].removeprefix("Seed commitment ")
+    assert hashlib.sha256(bytes.fromhex("5eed")).hexdigest() == commitment
+    assert lines[-1] == "Seed revealed 5eed: its SHA-256 is the commitment above"
+    kept = json.loads(record.read_text())
+    assert set(kept) == {"seed", "seedCommitment", "seat", "events", "actions"}
+    assert base64.b64decode(kept["seed"]) == bytes.fromhex("5eed")
+    assert base64.b64decode(kept["seedCommitment"]).hex() == commitment
+    assert sum(" plays " in line for line in lines) == len(kept["actions"])
+    checked = _basra("verify", str(record))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("honest: ")
+    assert f"actions replayed: {len(kept['actions'])} (match over)" in checked.stdout
+    assert "deal events seat 0 received that match: " in checked.stdout
+
+
+def test_the_shipped_example_record_is_what_play_records_for_its_seed(
+    served: ServedProcess, tmp_path: Path
+) -> None:
+    """docs/example-record.json is `play --seed 6578616d706c65 --record`, byte for byte."""
+    record = tmp_path / "example-record.json"
+    target = f"127.0.0.1:{served.port}"
+    played = _basra("play", "--target", target, "--seed", "6578616d706c65", "--record", str(record))
+    assert played.returncode == 0, played.stderr
+    assert record.read_text() == (REPO / "docs" / "example-record.json").read_text()
 
 
 def test_play_names_the_reason_of_a_refused_call(served: ServedProcess) -> None:
     """A seed the server refuses ends `play` with exit 1 and the refusal's code and reason."""
-    done = subprocess.run(
-        [*command(), "play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    done = _basra("play", "--target", f"127.0.0.1:{served.port}", "--seed", "ab" * 65)
     assert done.returncode == 1
     assert done.stderr.startswith("call failed: INVALID_ARGUMENT INVALID_SEED: ")
 

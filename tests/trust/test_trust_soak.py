@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import base64
+import json
 import random
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
 
 from testkit import harness, soak
+from testkit.ports import reserved_port
 
 DEADLINE_SECONDS = 120.0
 
@@ -78,9 +82,6 @@ class _TamperingStub:
 
 def test_the_referee_catches_an_answer_that_differs(server: harness.ServedProcess) -> None:
     """The check is real: one changed field in an Apply answer is reported as a mismatch."""
-    import grpc
-    from basra.v1 import rules_pb2_grpc
-
     with grpc.insecure_channel(server.target) as channel:
         stub = _TamperingStub(rules_pb2_grpc.RulesServiceStub(channel))  # type: ignore[no-untyped-call]
         tally = soak.Tally()
@@ -112,3 +113,82 @@ def test_the_pacer_never_exceeds_the_rate() -> None:
         thread.join()
     assert 1 <= sum(got) <= rate * seconds + 1
     assert not pacer.wait()
+
+
+def test_a_refusal_check_cut_off_by_a_kill_counts_as_a_call_cut_off(tmp_path: Any) -> None:
+    """Workers killed right before deliberately wrong requests: the soak still exits 0.
+
+    The one worker is killed just before each request whose refusal is known in advance, so
+    those requests meet a dead worker and fail UNAVAILABLE. That is what a kill does to any
+    call; the soak counts it with the calls cut off by kills, not as a wrong refusal.
+    """
+    report_path = tmp_path / "soak.json"
+    argv = ["--workers", "1", "--duration", "6", "--rate", "100", "--tables", "2", "--seed", "4"]
+    code = soak.main([*argv, "--kill-before-wrong", "--json", str(report_path)])
+    report = json.loads(report_path.read_text())
+    assert report["total_errors"] == 0, report["error_samples"]
+    assert code == 0
+    assert report["workers_killed"] >= 1
+    assert report["refusal_checks_cut_off"] >= 1
+    assert report["unavailable_during_kills"] >= report["refusal_checks_cut_off"]
+
+
+@pytest.fixture(scope="module")
+def unavailable() -> grpc.RpcError:
+    """The error of a real call to a port where no worker listens (as after a kill)."""
+    with reserved_port() as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        with pytest.raises(grpc.RpcError) as raised:
+            stub.NewMatch(pb.NewMatchRequest(), timeout=10)
+    assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
+    return raised.value
+
+
+def test_a_refusal_check_that_meets_a_dead_worker_fails_like_any_call() -> None:
+    """UNAVAILABLE where a refusal was expected is the transport's answer, not a mismatch."""
+    tally = soak.Tally()
+    with reserved_port() as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        table = soak.Table(stub, random.Random(0), soak.Pacer(1000.0, float("inf")), tally)
+        request = pb.ApplyRequest(action=pb.Action(seat=1, card="AC"), expected_seq=1)
+        with pytest.raises(grpc.RpcError) as raised:
+            table.refused("Apply", request, grpc.StatusCode.ABORTED, "SEQ_MISMATCH")
+    assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert tally.cut_off_checks == 1
+
+
+def test_a_wrong_refusal_is_still_a_mismatch(server: harness.ServedProcess) -> None:
+    """A deliberately wrong request refused for another reason than expected is reported."""
+    with grpc.insecure_channel(server.target) as channel:
+        stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        table = soak.Table(stub, random.Random(0), soak.Pacer(1000.0, float("inf")), soak.Tally())
+        started = stub.NewMatch(pb.NewMatchRequest(seed=b"mismatch"), timeout=10)
+        to_move = started.legal_moves.seat
+        card = started.legal_moves.moves[0].card
+        wrong_seat = pb.ApplyRequest(
+            signed_state=started.signed_state, action=pb.Action(seat=1 - to_move, card=card)
+        )
+        with pytest.raises(soak.Mismatch, match=r"NOT_YOUR_TURN.*SEQ_MISMATCH"):
+            table.refused("Apply", wrong_seat, grpc.StatusCode.ABORTED, "SEQ_MISMATCH")
+
+
+@pytest.mark.parametrize(
+    ("failure", "kills", "counted"),
+    [
+        ("unavailable", True, "apart"),
+        ("unavailable", False, "UNAVAILABLE"),
+        ("mismatch", True, "MISMATCH"),
+        ("mismatch", False, "MISMATCH"),
+    ],
+)
+def test_only_unavailable_during_injected_kills_is_counted_apart(
+    failure: str, kills: bool, counted: str, unavailable: grpc.RpcError
+) -> None:
+    """A mismatch fails a run with kills too; UNAVAILABLE without kills is an error."""
+    tally, faults = soak.Tally(), soak.Faults()
+    found = unavailable if failure == "unavailable" else soak.Mismatch("Apply refused with ...")
+    soak.count_failure(found, tally, faults, kills=kills)
+    if counted == "apart":
+        assert (faults.unavailable, tally.errors) == (1, {})
+    else:
+        assert (faults.unavailable, dict(tally.errors)) == (0, {counted: 1})

@@ -1,0 +1,411 @@
+"""Every command the documentation shows works as written, or is listed here as not run, with why.
+
+The commands are read from the pages (tests/docs/doc_commands.py says what counts as one). Each
+must be in RUN or NOT_RUN: a command in neither fails the test, so a new documented command is
+neither skipped nor run unnoticed; an entry no page holds any more fails it too. The commands of
+RUN are run with bash from the repository root, in this environment (the quick start's
+`.venv`), with these adaptations only:
+
+- paths under /tmp/ go to the test's own temporary directory;
+- a command that needs a running server gets the address of one the test starts on a free
+  port with the quick start's defaults (1 worker, info logs): `server` names the flag;
+- a `basra-rules serve` command runs on a free port until its health check answers SERVING,
+  then is stopped with SIGTERM and must exit 0;
+- a long command gets the extra arguments of its entry (a shorter run; the programs let the
+  last flag win), and a command whose input another one writes runs after that one (`after`).
+
+Lines of `# ` right after a command in a page are what it prints; the output must be that.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from doc_commands import (
+    ENVIRONMENT_PROGRAMS,
+    OTHER_TAGS,
+    REPO,
+    SHELL_TAGS,
+    blocks,
+    commands,
+    pages,
+    programs,
+)
+
+from testkit import harness
+from testkit.ports import LOOPBACK, reserved_port
+
+COMMAND_SECONDS = 240.0
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run the command as written (with the adaptations of the module docstring)."""
+
+    server: str | None = None
+    """The flag that takes the address of the test's server (None: needs no server)."""
+    extra: tuple[str, ...] = ()
+    """Arguments appended for a shorter run."""
+    after: tuple[str, ...] = ()
+    """Commands run first, in the same temporary directory (they write this one's input)."""
+
+
+@dataclass(frozen=True)
+class Serve:
+    """A `basra-rules serve` command: start it on a free port, see it serve, stop it."""
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A command this test does not run, and why."""
+
+    why: str
+
+
+SHORT_LOAD = ("-n", "300")
+SHORT_DEFAULTS = ("--runs", "1", "--rounds", "1", "--calls", "200")
+SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
+GHZ = NotRun("ghz is not installed here (no Go toolchain); `basra-rules load` reads its configs")
+DOCKER = NotRun(
+    "needs a Docker engine, which the test command does not provide; tests/deploy/ parses the "
+    "Dockerfile instead"
+)
+FUZZ = NotRun(
+    "tests/fuzz at thousands of examples per property takes many minutes; the test command "
+    "runs the same tests at 60"
+)
+
+# The checkouts the card-printing benchmark compares, made by the commands before it.
+CARD_TREES = (
+    "mkdir -p /tmp/card-0 /tmp/card-b",
+    "git archive 570f9f5 | tar -x -C /tmp/card-0",
+    "git archive 570f9f5 | tar -x -C /tmp/card-b",
+    "patch -d /tmp/card-b -p1 < benchmarks/card_int_subclass.patch",
+)
+
+COMMANDS: dict[str, Run | Serve | NotRun] = {
+    # README.md
+    "bash .ci/serve": NotRun(
+        "the quick start's server on the fixed ports 50051 and 9464, which its set-up "
+        "re-installs .venv for; checked from a fresh clone before a release"
+    ),
+    "bash .ci/serve > /tmp/basra-serve.log 2>&1 &": NotRun(
+        "the same server line, in the background"
+    ),
+    "bash .ci/test": NotRun("the test command itself: it runs this test"),
+    "bash .ci/serve --workers 2 --log-level warning": NotRun(
+        "the quick start's server line with two flags; the same server is run below as "
+        "`.venv/bin/basra-rules serve --workers 2 --log-level warning`"
+    ),
+    ".venv/bin/basra-rules play": Run(server="--target"),
+    ".venv/bin/basra-rules load deploy/ghz/apply.json": Run(server="--host", extra=SHORT_LOAD),
+    "grpcurl -plaintext -d '{}' localhost:50051 basra.v1.RulesService/NewMatch": NotRun(
+        "grpcurl is not installed here; tests/load/ lists the services through reflection"
+    ),
+    ".venv/bin/basra-rules verify docs/example-record.json": Run(),
+    "mkdir -p client/cpp": NotRun("the first line of the protoc recipe below, which writes it"),
+    (
+        "protoc -I proto --cpp_out=client/cpp --grpc_out=client/cpp "
+        '--plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" basra/v1/rules.proto'
+    ): NotRun("needs Debian's protoc and grpc_cpp_plugin, which the test command does not install"),
+    ".ci/tools/node_modules/.bin/buf generate": NotRun(
+        "needs the buf.gen.yaml the reader writes and the protoc plugins of the recipe above"
+    ),
+    ".venv/bin/basra-rules serve --help": Run(),
+    "ghz --config deploy/ghz/apply.json": GHZ,
+    "taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --hands 10000": Run(
+        extra=("--hands", "20", "--brute-samples", "200")
+    ),
+    ".venv/bin/python benchmarks/work_bound.py": Run(),
+    (
+        "BASRA_FUZZ_EXAMPLES=20000 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
+        "-p no:cacheprovider tests/fuzz"
+    ): FUZZ,
+    ".venv/bin/python -m testkit.soak --duration 300 --rate 100 --tables 4 --signing": Run(
+        extra=("--duration", "2")
+    ),
+    ".venv/bin/python -m testkit.soak --duration 120 --rate 100 --tables 4 --kill-every 6": Run(
+        extra=("--duration", "3", "--kill-every", "1")
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --wide": Run(
+        extra=("--matches", "5", "--cases", "200")
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py": Run(extra=("--repeats", "1")),
+    ".venv/bin/python benchmarks/load_bench.py --defaults --runs 3": Run(extra=SHORT_DEFAULTS),
+    (
+        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report "
+        "/tmp/fuzz-in-process.json"
+    ): Run(extra=("--requests", "2000")),
+    (
+        ".venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics --rate 200 "
+        "--tables 8 --sample-every 300"
+    ): Run(extra=("--duration", "2", "--sample-every", "1")),
+    # BENCHMARKS.md
+    (
+        "for i in 1 2 3; do .venv/bin/python benchmarks/load_bench.py --io sync asyncio "
+        "--workers 1 2 --calls 6000 --json-out /tmp/run$i.json; done"
+    ): NotRun(
+        "three full load benchmarks (about 20 minutes of both cores); docs/load-testing.md's "
+        "load_bench commands run here, shortened"
+    ),
+    (
+        ".venv/bin/python benchmarks/load_bench.py --merge /tmp/run1.json /tmp/run2.json "
+        "/tmp/run3.json"
+    ): NotRun("reads the files of the loop above; the merge of two runs is run below"),
+    ".venv/bin/basra-rules serve --workers 2 --log-level warning": Serve(),
+    ".venv/bin/basra-rules load deploy/ghz/legal_moves.json": Run(
+        server="--host", extra=SHORT_LOAD
+    ),
+    ".venv/bin/basra-rules load deploy/ghz/new_match.json": Run(server="--host", extra=SHORT_LOAD),
+    ".venv/bin/python benchmarks/load_bench.py --defaults --runs 5 --rounds 4 --calls 4000": Run(
+        extra=SHORT_DEFAULTS
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --repeats 15": Run(
+        extra=("--repeats", "1")
+    ),
+    **{step: Run() for step in CARD_TREES},
+    (
+        "taskset -c 1 .venv/bin/python benchmarks/card_print_bench.py --trees /tmp/card-0 "
+        "/tmp/card-b . --hands 1000 --rounds 15"
+    ): Run(extra=("--hands", "20", "--rounds", "1"), after=CARD_TREES),
+    ".venv/bin/python benchmarks/serve_configs.py --json-out /tmp/serve-configs.json": Run(
+        extra=("--rounds", "1", "--calls", "200")
+    ),
+    # RELIABILITY.md
+    (
+        ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
+        "--json /tmp/soak.json"
+    ): Run(extra=("--duration", "2")),
+    (
+        "BASRA_FUZZ_EXAMPLES=3000 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
+        "-p no:cacheprovider tests/fuzz"
+    ): FUZZ,
+    (
+        ".venv/bin/python -m testkit.soak --duration 120 --rate 100 --tables 4 --kill-every 6 "
+        "--seed 2"
+    ): Run(extra=("--duration", "3", "--kill-every", "1")),
+    (
+        "BASRA_FUZZ_EXAMPLES=20000 .venv/bin/python -m pytest -p no:cacheprovider tests/fuzz "
+        "-k new_match"
+    ): FUZZ,
+    ".venv/bin/python benchmarks/memo_memory.py --matches 8000": Run(extra=("--matches", "20")),
+    (
+        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
+        "/tmp/fuzz-in-process.json"
+    ): Run(extra=("--requests", "2000")),
+    (
+        "BASRA_FUZZ_EXAMPLES=7200 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
+        "-p no:cacheprovider tests/fuzz/test_fuzz_grpc.py"
+    ): FUZZ,
+    (
+        "nice -n 10 .venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics "
+        "--rate 200 --tables 8 --sample-every 300 --seed 8 --json /tmp/soak.json"
+    ): Run(extra=("--duration", "2", "--sample-every", "1")),
+    # docs/deploy.md
+    "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": DOCKER,
+    (
+        "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 -p 9464:9464 basra-rules:0.1.0"
+    ): DOCKER,
+    (
+        "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 basra-rules:0.1.0 --workers 4 "
+        "--log-format console"
+    ): DOCKER,
+    "kubectl apply -k overlays/prod": NotRun(
+        "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"
+    ),
+    # docs/determinism.md
+    ".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json": Run(
+        server="--target"
+    ),
+    ".venv/bin/basra-rules verify /tmp/match.json": Run(
+        after=(".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json",)
+    ),
+    # docs/load-testing.md
+    ".venv/bin/python benchmarks/ghz_data.py": NotRun(
+        "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
+    ),
+    ".venv/bin/python benchmarks/ghz_data.py --check": Run(),
+    ".venv/bin/basra-rules serve --workers 2 --log-level warning &": Serve(),
+    "ghz --config deploy/ghz/apply.json my-host:50051": GHZ,
+    "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": GHZ,
+    "ghz --config deploy/ghz/legal_moves.json --rps 1000 -z 30s": GHZ,
+    "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster with the service"),
+    ".venv/bin/basra-rules load deploy/ghz/apply.json -n 5000": Run(
+        server="--host", extra=SHORT_LOAD
+    ),
+    (
+        ".venv/bin/basra-rules load deploy/ghz/apply.json --host my-host:50051 -n 50000 -c 32 "
+        "--connections 8"
+    ): Run(server="--host", extra=SHORT_LOAD),
+    ".venv/bin/basra-rules load deploy/ghz/legal_moves.json --rps 1000 -z 30s": Run(
+        server="--host", extra=("-z", "1s")
+    ),
+    ".venv/bin/basra-rules load deploy/ghz/new_match.json --json": Run(
+        server="--host", extra=SHORT_LOAD
+    ),
+    ".venv/bin/python benchmarks/load_bench.py --calls 8000 --json-out /tmp/run1.json": Run(
+        extra=("--io", "sync", "--workers", "1", *SHORT_LOAD_BENCH)
+    ),
+    (
+        ".venv/bin/python benchmarks/load_bench.py --io sync --workers 1 2 --rounds 7 "
+        "--json-out /tmp/run2.json"
+    ): Run(extra=("--workers", "1", *SHORT_LOAD_BENCH)),
+    ".venv/bin/python benchmarks/load_bench.py --merge /tmp/run1.json /tmp/run2.json": Run(
+        after=(
+            ".venv/bin/python benchmarks/load_bench.py --calls 8000 --json-out /tmp/run1.json",
+            ".venv/bin/python benchmarks/load_bench.py --io sync --workers 1 2 --rounds 7 "
+            "--json-out /tmp/run2.json",
+        )
+    ),
+    ".venv/bin/python benchmarks/load_bench.py --io sync --workers 1 --sync-threads 2": Run(
+        extra=SHORT_LOAD_BENCH
+    ),
+    # docs/service.md
+    ".venv/bin/python -m service.plan_table": NotRun(
+        "rewrites the shipped service/plan_table.bin.gz; tests/service/ checks it as --check does"
+    ),
+    ".ci/tools/node_modules/.bin/buf lint": Run(),
+    ".ci/tools/node_modules/.bin/buf format --diff --exit-code": Run(),
+    ".ci/tools/node_modules/.bin/buf breaking --against proto/released.binpb": Run(),
+    ".ci/tools/node_modules/.bin/buf build --exclude-source-info -o proto/released.binpb": NotRun(
+        "the release step: it rewrites the released contract that buf breaking compares with"
+    ),
+}
+
+DOCUMENTED = commands()
+# A command whose run another one needs first is run there, not on its own.
+PREREQUISITES = {
+    before for plan in COMMANDS.values() if isinstance(plan, Run) for before in plan.after
+}
+TO_RUN = sorted(
+    {c.text for c in DOCUMENTED if isinstance(COMMANDS.get(c.text), Run | Serve)} - PREREQUISITES
+)
+
+
+def test_the_readme_opens_with_the_two_line_quick_start_that_ci_runs() -> None:
+    """Start the server; run the whole suite: the same test command as CI's entry point."""
+    readme = REPO / "README.md"
+    first = blocks(readme)[0]
+    text = readme.read_text(encoding="utf-8")
+    assert text.index("## Quick start") < text.index("```")
+    assert first.tag in SHELL_TAGS
+    assert first.body.splitlines() == ["bash .ci/serve", "bash .ci/test"]
+    assert (REPO / ".ci" / "run").read_text().splitlines()[-1] == "exec bash .ci/test"
+
+
+def test_every_fenced_block_says_what_it_holds() -> None:
+    """A block without a known tag could hold commands that nobody reads out of it."""
+    unknown = [
+        f"{b.page}:{b.line} {b.tag!r}"
+        for page in pages()
+        for b in blocks(page)
+        if b.tag not in SHELL_TAGS | OTHER_TAGS
+    ]
+    assert unknown == []
+
+
+def test_every_documented_command_is_run_or_listed_as_not_run() -> None:
+    """A new command fails here until it is put in RUN or NOT_RUN; a stale entry fails too."""
+    documented = {c.text for c in DOCUMENTED}
+    unlisted = sorted(f"{c.page}:{c.line}: {c.text}" for c in DOCUMENTED if c.text not in COMMANDS)
+    assert unlisted == []
+    assert sorted(set(COMMANDS) - documented) == []
+    assert all(before in documented for before in PREREQUISITES)
+
+
+def test_no_command_needs_an_activated_environment() -> None:
+    """After the quick start, the project's programs are reached through `.venv/bin/`."""
+    found = [
+        f"{c.page}:{c.line}: {c.text}"
+        for c in DOCUMENTED
+        if set(programs(c.text)) & set(ENVIRONMENT_PROGRAMS)
+    ]
+    assert found == []
+
+
+def test_the_record_shown_in_determinism_md_is_an_excerpt_of_the_example() -> None:
+    """Every line of the JSON record of docs/determinism.md, but `...`, is the example's."""
+    page = REPO / "docs" / "determinism.md"
+    shown = [b for b in blocks(page) if b.tag == "json"]
+    assert len(shown) == 1
+    example = (REPO / "docs" / "example-record.json").read_text().splitlines()
+    lines = [line for line in shown[0].body.splitlines() if line.strip() != "..."]
+    assert len(lines) >= 8
+    position = 0
+    for line in lines:
+        assert line in example[position:], line
+        position = example.index(line, position) + 1
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[harness.ServedProcess]:
+    """A server with the quick start's defaults (1 worker, info logs) on a free port."""
+    served = harness.start([])
+    yield served
+    served.stop()
+
+
+def _adapted(text: str, tmp: Path, target: str) -> str:
+    plan = COMMANDS[text]
+    assert isinstance(plan, Run)
+    line = text.replace("/tmp/", f"{tmp}/")
+    if plan.server:
+        line += f" {plan.server} {target}"
+    return " ".join([line, *plan.extra])
+
+
+def _run(text: str, tmp: Path, target: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", _adapted(text, tmp, target)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_SECONDS,
+        check=False,
+    )
+
+
+def _serve(text: str) -> None:
+    """Start a documented server command on a free port; it must serve, then stop cleanly."""
+    line = text.removesuffix("&").strip()
+    with reserved_port() as port:  # held until the server has bound it
+        ports = {"BASRA_HOST": LOOPBACK, "BASRA_PORT": str(port), "BASRA_METRICS_PORT": "0"}
+        process = subprocess.Popen(
+            ["bash", "-c", f"exec {line}"],
+            cwd=REPO,
+            env={**os.environ, **ports},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            harness.wait_healthy(f"{LOOPBACK}:{port}", process, harness.START_SECONDS)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, errors = process.communicate(timeout=60)
+    assert process.returncode == 0, errors
+
+
+@pytest.mark.parametrize("text", TO_RUN)
+def test_the_documented_command_works_as_written(
+    text: str, server: harness.ServedProcess, tmp_path: Path
+) -> None:
+    plan = COMMANDS[text]
+    if isinstance(plan, Serve):
+        _serve(text)
+        return
+    assert isinstance(plan, Run)
+    for before in plan.after:
+        done = _run(before, tmp_path, server.target)
+        assert done.returncode == 0, f"{before}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    done = _run(text, tmp_path, server.target)
+    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    prints = {c.prints for c in DOCUMENTED if c.text == text and c.prints}
+    for expected in prints:
+        assert tuple(done.stdout.splitlines()) == expected
