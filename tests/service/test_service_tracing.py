@@ -391,12 +391,14 @@ def test_an_unsampled_callers_call_sends_no_span_but_logs_its_trace_id() -> None
             server.stop()
 
 
-def test_spans_still_queued_are_sent_when_the_server_stops() -> None:
+@pytest.mark.parametrize("io", ["sync", "asyncio"])
+def test_spans_still_queued_are_sent_when_the_server_stops(io: str) -> None:
     """SIGTERM: each worker drains its calls, then sends the spans it still holds before it
     exits (here the batch delay is ten minutes, so only the stop can send them)."""
     with otlp.receiving() as receiver:
         env = serve_env(receiver, OTEL_BSP_SCHEDULE_DELAY="600000")
-        server = harness.start(["--workers", "2", "--tracing"], env=env, inherit_env=False)
+        flags = ["--workers", "2", "--io", io, "--tracing"]
+        server = harness.start(flags, env=env, inherit_env=False)
         trace_ids = []
         try:
             for _ in range(6):
@@ -410,11 +412,13 @@ def test_spans_still_queued_are_sent_when_the_server_stops() -> None:
     assert received == set(trace_ids)
 
 
-def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids() -> None:
+@pytest.mark.parametrize("io", ["sync", "asyncio"])
+def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids(io: str) -> None:
     """The OTEL_* variables alone turn nothing on: without --tracing the collector hears
     nothing, even after the workers stopped, and the log lines have no trace fields."""
     with otlp.receiving() as receiver:
-        server = harness.start(["--workers", "2"], env=serve_env(receiver), inherit_env=False)
+        flags = ["--workers", "2", "--io", io]
+        server = harness.start(flags, env=serve_env(receiver), inherit_env=False)
         try:
             for _ in range(4):
                 with grpc.insecure_channel(server.target) as channel:
