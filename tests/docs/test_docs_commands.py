@@ -8,7 +8,8 @@ RUN are run with bash from the repository root, in this environment (the quick s
 
 - paths under /tmp/ go to the test's own temporary directory;
 - a command that needs a running server gets the address of one the test starts on a free
-  port with the quick start's defaults (1 worker, info logs): `server` names the flag;
+  port with the quick start's defaults (1 worker, info logs): `server` names the flag, or
+  `address` the address written in the command that the test's replaces;
 - a `basra-rules serve` command (its `NAME=value` settings in its environment) runs on a free
   port until its health check answers SERVING, then is stopped with SIGTERM and must exit 0;
 - a long command gets the extra arguments of its entry (a shorter run; the programs let the
@@ -55,6 +56,8 @@ class Run:
     """Arguments appended for a shorter run."""
     after: tuple[str, ...] = ()
     """Commands run first, in the same temporary directory (they write this one's input)."""
+    address: str | None = None
+    """The address written in the command, replaced by the test's server (None: none written)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,8 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     ".venv/bin/basra-rules play": Run(server="--target"),
     ".venv/bin/basra-rules load deploy/ghz/apply.json": Run(server="--host", extra=SHORT_LOAD),
-    "grpcurl -plaintext -d '{}' localhost:50051 basra.v1.RulesService/NewMatch": NotRun(
-        "grpcurl is not installed here; tests/load/ lists the services through reflection"
+    ".venv/bin/grpcurl -plaintext -d '{}' localhost:50051 basra.v1.RulesService/NewMatch": Run(
+        address="localhost:50051"
     ),
     ".venv/bin/basra-rules verify docs/example-record.json": Run(),
     "mkdir -p client/cpp": NotRun("the first line of the protoc recipe below, which writes it"),
@@ -368,6 +371,9 @@ def _adapted(text: str, tmp: Path, target: str) -> str:
     plan = COMMANDS[text]
     assert isinstance(plan, Run)
     line = text.replace("/tmp/", f"{tmp}/")
+    if plan.address:
+        assert plan.address in line
+        line = line.replace(plan.address, target)
     if plan.server:
         line += f" {plan.server} {target}"
     return " ".join([line, *plan.extra])
