@@ -10,8 +10,8 @@ RUN are run with bash from the repository root, in this environment (the quick s
 - a command that needs a running server gets the address of one the test starts on a free
   port with the quick start's defaults (1 worker, info logs): `server` names the flag, or
   `address` the address written in the command that the test's replaces;
-- a `basra-rules serve` command runs on a free port until its health check answers SERVING,
-  then is stopped with SIGTERM and must exit 0;
+- a `basra-rules serve` command (its `NAME=value` settings in its environment) runs on a free
+  port until its health check answers SERVING, then is stopped with SIGTERM and must exit 0;
 - a long command gets the extra arguments of its entry (a shorter run; the programs let the
   last flag win), and a command whose input another one writes runs after that one (`after`).
 
@@ -32,6 +32,7 @@ from doc_commands import (
     ENVIRONMENT_PROGRAMS,
     OTHER_TAGS,
     REPO,
+    SETTING,
     SHELL_TAGS,
     blocks,
     commands,
@@ -141,6 +142,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     "taskset -c 1 .venv/bin/python benchmarks/hot_path.py": Run(extra=("--repeats", "1")),
     ".venv/bin/python benchmarks/load_bench.py --defaults --runs 3": Run(extra=SHORT_DEFAULTS),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing": Run(extra=("--repeats", "1")),
+    ".venv/bin/python benchmarks/load_bench.py --defaults --tracing --runs 3": Run(
+        extra=SHORT_DEFAULTS
+    ),
     (
         ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report "
         "/tmp/fuzz-in-process.json"
@@ -179,6 +184,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ): Run(extra=("--hands", "20", "--rounds", "1"), after=CARD_TREES),
     ".venv/bin/python benchmarks/serve_configs.py --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15": Run(
+        extra=("--repeats", "1")
     ),
     # RELIABILITY.md
     (
@@ -229,6 +237,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/basra-rules verify /tmp/match.json": Run(
         after=(".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json",)
     ),
+    # docs/tracing.md
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4317 .venv/bin/basra-rules serve "
+        "--tracing"
+    ): Serve(),
     # docs/load-testing.md
     ".venv/bin/python benchmarks/ghz_data.py": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
@@ -379,13 +392,18 @@ def _run(text: str, tmp: Path, target: str) -> subprocess.CompletedProcess[str]:
 
 def _serve(text: str) -> None:
     """Start a documented server command on a free port; it must serve, then stop cleanly."""
-    line = text.removesuffix("&").strip()
+    words = text.removesuffix("&").split()
+    settings = {}  # `NAME=value` words before the program: bash's exec takes none
+    while words and SETTING.match(words[0]):
+        name, value = words.pop(0).split("=", 1)
+        settings[name] = value
+    line = " ".join(words)
     with reserved_port() as port:  # held until the server has bound it
         ports = {"BASRA_HOST": LOOPBACK, "BASRA_PORT": str(port), "BASRA_METRICS_PORT": "0"}
         process = subprocess.Popen(
             ["bash", "-c", f"exec {line}"],
             cwd=REPO,
-            env={**os.environ, **ports},
+            env={**os.environ, **settings, **ports},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
