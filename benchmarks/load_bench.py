@@ -602,22 +602,27 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
             shown = ", ".join(f"{v:.3f}" for v in per_run)
             print(f"{name} / Apply {ABSENT}: {to_absent[name]:.3f} (runs: {shown})")
         print(f"spans received: {', '.join(str(r['spans_received']) for r in runs)}")
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "started": started.isoformat(),
-                    "argv": list(argv or sys.argv[1:]),
-                    "machine": machine(),
-                    "medians": medians,
-                    "to_absent": to_absent,
-                    "runs": runs,
-                },
-                indent=2,
-            )
-        )
+    finish(
+        args.json_out,
+        started,
+        argv,
+        {"medians": medians, "to_absent": to_absent, "runs": runs},
+    )
     return 0
+
+
+def finish(
+    json_out: Path | None,
+    started: datetime.datetime,
+    argv: Sequence[str] | None,
+    figures: dict[str, Any],
+) -> None:
+    """Say how busy the machine was at the end; write the run's figures as JSON when asked."""
+    # Other work on the machine skews every figure: say how busy it was by the end.
+    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
+    if json_out:
+        head = {"started": started.isoformat(), "argv": list(argv or sys.argv[1:])}
+        json_out.write_text(json.dumps({**head, "machine": machine(), **figures}, indent=2))
 
 
 def machine() -> dict[str, Any]:
@@ -770,22 +775,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(header)
     print(report(results, reply_bytes, request_bytes))
-    # Other work on the machine skews every figure: say how busy it was by the end.
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "started": started.isoformat(),
-                    "argv": list(argv or sys.argv[1:]),
-                    "machine": machine(),
-                    "request_bytes": request_bytes,
-                    "reply_bytes": reply_bytes,
-                    "results": [asdict(r) for r in results],
-                },
-                indent=2,
-            )
-        )
+    finish(
+        args.json_out,
+        started,
+        argv,
+        {
+            "request_bytes": request_bytes,
+            "reply_bytes": reply_bytes,
+            "results": [asdict(r) for r in results],
+        },
+    )
     return 0
 
 
