@@ -3,19 +3,24 @@
 The STRONG bot's evaluation stops at the end of the current round and has to value the floor
 it leaves (engine/bot/evaluation.py). This measures it: STRONG plays itself, and at the start
 of every round but the first of a hand, the floor is described (its cards, its special points,
-the chance that the first player's four new cards hold one that clears it) and the round's
-outcome is counted for that first player against the other: points taken (special cards and
-Basras) and cards taken. An ordinary least-squares fit of each outcome on the description
-gives the weights, with standard errors.
+the chance that the first player's four new cards hold one that clears it, whether it is
+empty) and the round's outcome is counted for that first player against the other: points
+taken (special cards and Basras) and cards taken. An ordinary least-squares fit of each
+outcome on the description gives the weights, with standard errors. The matches are seeded
+(round-ends-0, round-ends-1, ...) and the bot is deterministic, so a run gives the same
+figures each time for the same code and arguments. The bot plays at the default budget
+unless --deals and --nodes say otherwise.
 
-    .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2
+    nice -n 10 .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
 import multiprocessing
+import platform
 import sys
 from pathlib import Path
 
@@ -23,13 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine import Action, BasraScored, Captured, Status, apply, new_match  # noqa: E402
-from engine.bot import Budget, Level, suggest  # noqa: E402
+from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest  # noqa: E402
 from engine.bot.evaluation import EXPOSURE  # noqa: E402
 from engine.bot.moves import MILLI, clearers, points_of  # noqa: E402
 from engine.cards import mask_of  # noqa: E402
 from engine.view import information_set  # noqa: E402
 
-FEATURES = ("constant", "floor cards", "floor points", "P(first player clears)")
+FEATURES = ("constant", "floor cards", "floor points", "P(first player clears)", "empty floor")
 ROUND_PLAYS = 8
 BASRA = 10
 
@@ -55,7 +60,13 @@ def rows_of(seed: bytes, budget: Budget) -> list[tuple[list[float], float, float
                 floor = state.floor_mask
                 unseen = mask_of(state.deck) | mask_of(state.hands[0]) | mask_of(state.hands[1])
                 clear = EXPOSURE[4][unseen.bit_count()][(clearers(floor) & unseen).bit_count()]
-                features = [1.0, floor.bit_count(), points_of(floor) / MILLI, clear / MILLI / BASRA]
+                features = [
+                    1.0,
+                    floor.bit_count(),
+                    points_of(floor) / MILLI,
+                    clear / MILLI / BASRA,
+                    float(not floor),
+                ]
             points, cards = [0.0, 0.0], [0, 0]
         seat = state.to_move
         assert seat is not None
@@ -112,13 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matches", type=int, default=150)
     parser.add_argument("--procs", type=int, default=2)
-    parser.add_argument("--deals", type=int, default=8)
-    parser.add_argument("--nodes", type=int, default=1200)
+    parser.add_argument("--deals", type=int, default=DEFAULT_BUDGET.deals)
+    parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
     args = parser.parse_args(argv)
+    started = datetime.datetime.now(datetime.UTC)
     jobs = [(f"round-ends-{n}".encode(), args.deals, args.nodes) for n in range(args.matches)]
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
         rows = [row for rows in pool.map(_job, jobs, chunksize=2) for row in rows]
     x = [r[0] for r in rows]
+    print(
+        f"bot_round_ends {started:%Y-%m-%d %H:%M} UTC; command: "
+        f"benchmarks/bot_round_ends.py {' '.join(argv or sys.argv[1:])}; "
+        f"python {platform.python_version()}"
+    )
     print(
         f"{len(rows)} round starts of {args.matches} matches of STRONG against itself "
         f"({args.deals} deals, {args.nodes} nodes); weights for the first player, +- one "

@@ -23,6 +23,25 @@ Rows:
 - call metrics: the per-call updates (started, handled, handling time)
 - log line: the interceptor's one line per call
 - interceptor: finding the method's handler and wrapping it (old: rebuilt on every call)
+
+With --tracing it measures instead what tracing costs a call, in the same way (rows
+interleaved in each repeat, each repeat starting at the next row; medians), on the same
+Apply requests, every call going through
+the interceptors as grpc calls them (intercept_service, then the wrapped behaviour):
+    taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15
+- absent: the service's interceptor as it was before tracing existed (service/interceptors.py
+  of --absent-rev, default 0205e52, read from git), on the same handlers, metrics and logger;
+- absent, a second copy: the same code loaded once more, the control: how far two copies of
+  identical code measure apart here;
+- off: the service as it is, tracing off (the default);
+- on, sampled: tracing on, the caller's traceparent sampled: opentelemetry-instrumentation-grpc's
+  interceptor outside the service's, a span per call, batched and encoded as OTLP protobuf by
+  the exporter's own encoder (only the send is left out: no collector);
+- on, unsampled: the same, the caller's traceparent not sampled (the span is not recorded);
+- child span: one more span started and ended inside a call's span, what a span around the
+  plan generation of a call would cost;
+- plan generation: the legal moves of the Apply's answer, one timed plan generation per
+  card (what such a child span would measure).
 """
 
 from __future__ import annotations
@@ -34,12 +53,14 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 # Multiprocess mode, as every worker runs it: set before prometheus-client is imported.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="basra-hot-"))
@@ -64,10 +85,15 @@ from service.server import make_handlers  # noqa: E402
 from service.servicer import SERVICE_NAME, RulesServicer, _reader, add_to_server  # noqa: E402
 
 DATA = ROOT / "deploy" / "ghz" / "data"
+# The last commit before tracing existed: --tracing's "absent" runs its interceptor.
+ABSENT_REV = "0205e52"
 
 
 class _Context:
     """The parts of a grpc servicer context that an answered call touches."""
+
+    def __init__(self, metadata: tuple[Any, ...] = ()) -> None:
+        self._metadata = metadata
 
     def code(self) -> None:
         return None
@@ -75,8 +101,11 @@ class _Context:
     def trailing_metadata(self) -> tuple[()]:
         return ()
 
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
+    def invocation_metadata(self) -> tuple[Any, ...]:
+        return self._metadata
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
 
 
 class _Registrar:
@@ -111,7 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--json-out", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--tracing", action="store_true", help="what tracing costs (see above)")
+    parser.add_argument("--absent-rev", default=ABSENT_REV, help="--tracing: the code before it")
     args = parser.parse_args(argv)
+    if args.tracing:
+        return tracing_costs(args)
 
     applies = _requests("apply.json", pb.ApplyRequest)
     apply_bytes = [r.SerializeToString() for r in applies]
@@ -329,6 +362,178 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json_out.write_text(json.dumps({"when": when.isoformat(), "rows": out}, indent=1))
     old_stream.close()
     new_stream.close()
+    return 0
+
+
+class _Metadatum(NamedTuple):
+    """One item of call metadata, as grpc hands it to a server (key and value, or a pair)."""
+
+    key: str
+    value: str
+
+
+def _absent_interceptors(rev: str, name: str) -> Any:
+    """service/interceptors.py as it was at `rev`, loaded as a module of its own, `name`."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:service/interceptors.py"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    module = types.ModuleType(name)
+    module.__file__ = f"{rev}:service/interceptors.py"
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def tracing_costs(args: argparse.Namespace) -> int:
+    """--tracing: one Apply call absent, off, on (sampled, unsampled); a child span; plans."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from service.tracing import Tracing
+
+    class _EncodingExporter(SpanExporter):
+        """Encodes each batch as the OTLP exporter does, and sends it nowhere."""
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            encode_spans(spans).SerializeToString()
+            return SpanExportResult.SUCCESS
+
+    applies = _requests("apply.json", pb.ApplyRequest)
+    calls = [r.SerializeToString() for r in applies]
+    logs = Path(tempfile.mkdtemp(prefix="basra-trace-logs-"))
+    stream = open(logs / "calls.log", "w")  # noqa: SIM115 (open for the whole run)
+    tally = Tally(Metrics.create(None))
+    logger = make_logger("info", "json", stream).bind(worker=os.getpid())
+    handlers = make_handlers(Config(), tally)
+    registrar = _Registrar()
+    add_to_server(RulesServicer(handlers), registrar, Config().max_message_bytes)
+    apply_handler = registrar.handlers["Apply"]
+    tracing = Tracing.start(logger, BatchSpanProcessor(_EncodingExporter()))
+    absent = _absent_interceptors(args.absent_rev, "absent_interceptors")
+    control = _absent_interceptors(args.absent_rev, "absent_interceptors_control")
+    chains = {
+        "absent": [absent.ObservingInterceptor(absent.CallObserver(tally, logger))],
+        "control": [control.ObservingInterceptor(control.CallObserver(tally, logger))],
+        "off": [ObservingInterceptor(CallObserver(tally, logger))],
+        "on": [tracing.interceptor(), ObservingInterceptor(CallObserver(tally, logger, tracing))],
+    }
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+    def context(flags: str) -> _Context:
+        return _Context((_Metadatum("traceparent", f"00-{trace_id}-{parent}-{flags}"),))
+
+    # Every caller sends a traceparent; only its sampled flag differs.
+    sampled, unsampled = context("01"), context("00")
+
+    class _Details:
+        method = f"/{SERVICE_NAME}/Apply"
+        invocation_metadata = sampled.invocation_metadata()
+
+    details = _Details()
+
+    def through(chain: list[Any], call_context: _Context) -> Callable[[bytes], bytes]:
+        def find(index: int) -> Any:
+            if index == len(chain):
+                return apply_handler
+            return chain[index].intercept_service(lambda d: find(index + 1), details)
+
+        def call(data: bytes) -> bytes:
+            handler = find(0)  # what grpc does for every call
+            answer: bytes = handler.unary_unary(handler.request_deserializer(data), call_context)
+            return answer
+
+        return call
+
+    tracer = tracing.provider.get_tracer("benchmark")
+
+    def child_span(_: object) -> None:
+        with tracer.start_as_current_span("parent"), tracer.start_as_current_span("plans"):
+            pass
+
+    def parent_span(_: object) -> None:
+        with tracer.start_as_current_span("parent"):
+            pass
+
+    states = [convert.state_from_proto(r.state) for r in applies]
+    actions = [convert.action_from_proto(r.action) for r in applies]
+    afters = [engine.apply(s, a, check=False)[0] for s, a in zip(states, actions, strict=True)]
+
+    def plans(state: engine.State) -> object:
+        return handlers._moves(state)
+
+    flush = tracing.provider.force_flush
+
+    def nothing() -> object:
+        return None
+
+    # (name, one call, its inputs, what ends the row: the spans' export is charged to it)
+    rows: list[tuple[str, Callable[[Any], object], Sequence[Any], Callable[[], object]]] = [
+        ("whole Apply call, tracing absent", through(chains["absent"], sampled), calls, nothing),
+        (
+            "whole Apply call, tracing absent, a second copy (control)",
+            through(chains["control"], sampled),
+            calls,
+            nothing,
+        ),
+        ("whole Apply call, tracing off", through(chains["off"], sampled), calls, nothing),
+        ("whole Apply call, tracing on, sampled", through(chains["on"], sampled), calls, flush),
+        ("whole Apply call, tracing on, unsampled", through(chains["on"], unsampled), calls, flush),
+        ("a span alone (started and ended)", parent_span, calls, flush),
+        ("a span with one child span", child_span, calls, flush),
+        ("plan generation of the answer (timed per card)", plans, afters, nothing),
+    ]
+
+    def timed(
+        run: Callable[[Any], object], inputs: Sequence[Any], end: Callable[[], object]
+    ) -> float:
+        started = time.perf_counter()
+        for item in inputs:
+            run(item)
+        end()
+        return (time.perf_counter() - started) / len(inputs) * 1e6
+
+    for _, run, inputs, end in rows:  # warm-up; the same answers on every path
+        timed(run, inputs, end)
+    for data in calls:
+        answers = {through(chains[name], sampled)(data) for name in chains}
+        assert len(answers) == 1
+    flush()
+    gc.collect()
+    gc.freeze()
+    samples: dict[str, list[float]] = {name: [] for name, *_ in rows}
+    for repeat in range(args.repeats):
+        shift = repeat % len(rows)  # each row takes each place in turn: no position bias
+        for name, run, inputs, end in rows[shift:] + rows[:shift]:
+            samples[name].append(timed(run, inputs, end))
+    tracing.stop()
+    tally.flush()
+    stream.close()
+
+    when = datetime.datetime.now(datetime.UTC)
+    print(
+        f"# hot_path --tracing {when:%Y-%m-%d %H:%M} UTC, python {platform.python_version()}, "
+        f"grpcio {grpc.__version__}, absent = {args.absent_rev}, {args.repeats} repeats, "
+        f"medians per call (µs); {len(calls)} Apply requests"
+    )
+    print("| measure | µs per call | / absent |")
+    print("|---|---|---|")
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    base = samples["whole Apply call, tracing absent"]
+    for name, values in samples.items():
+        ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
+        print(f"| {name} | {medians[name]:.2f} | {ratio:.3f} |")
+    if args.json_out:
+        out = {"when": when.isoformat(), "medians": medians, "samples": samples}
+        args.json_out.write_text(json.dumps(out, indent=1))
     return 0
 
 

@@ -31,6 +31,18 @@ medians and the median over the runs; --profile also records the worker under Ap
 with py-spy.
 
     .venv/bin/python benchmarks/load_bench.py --defaults --runs 3
+
+With --defaults --tracing it measures, the same way, what tracing costs Apply at the defaults:
+in each run five servers, all one worker, info logs, metrics on: the server's code as it was
+before tracing existed ("absent": engine/, service/ and clients/ of --absent-rev exported by
+git archive and run from there), a second such server (the control: how far two identical
+servers measure apart here), tracing off (the default), tracing on with every call sampled
+(OTEL_EXPORTER_OTLP_ENDPOINT pointing at testkit.otlp's receiver in this process, which counts
+the spans), and tracing on with OTEL_TRACES_SAMPLER=always_off. Besides the ratios to the bare
+Check it prints each variant over the absent one, median over the rounds of a run, then over
+the runs.
+
+    .venv/bin/python benchmarks/load_bench.py --defaults --tracing --runs 3
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -61,7 +74,7 @@ from google.protobuf import json_format  # noqa: E402
 
 from clients import load  # noqa: E402
 from service.handlers import Handlers  # noqa: E402
-from testkit import harness  # noqa: E402
+from testkit import harness, otlp  # noqa: E402
 from testkit.ports import reserved_port  # noqa: E402
 
 BENCH_SERVER = ROOT / "benchmarks" / "bench_server.py"
@@ -72,6 +85,8 @@ HEALTH_PATH = "/grpc.health.v1.Health/Check"
 DATA = ROOT / "deploy" / "ghz" / "data"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STARTUP_SECONDS = 60.0
+# The last commit before tracing existed (--defaults --tracing runs it as "absent").
+ABSENT_REV = "0205e52"
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -152,10 +167,21 @@ def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
 
 
 @contextmanager
-def served(io: str, workers: int, log_level: str, metrics: bool = False) -> Iterator[Server]:
+def served(
+    io: str,
+    workers: int,
+    log_level: str,
+    metrics: bool = False,
+    *,
+    flags: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    cwd: Path = ROOT,
+) -> Iterator[Server]:
     """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
-    flags = ["--workers", str(workers), "--io", io]
-    running = harness.start(flags, log_level=log_level, cwd=ROOT, keep_calls=False, metrics=metrics)
+    flags = ["--workers", str(workers), "--io", io, *flags]
+    running = harness.start(
+        flags, log_level=log_level, cwd=cwd, keep_calls=False, metrics=metrics, env=env
+    )
     try:
         # At a quiet log level the launcher knows that one worker serves; count the others in.
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -370,44 +396,40 @@ def requests_at_defaults() -> dict[str, tuple[str, list[bytes]]]:
 CONTROL = "Control"
 
 
-def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One run at the defaults: fresh servers, `args.rounds` rounds; per call, the medians."""
-    calls = {**requests_at_defaults(), CONTROL: (HEALTH_PATH, [b""])}
+def rotate(
+    number: int,
+    args: argparse.Namespace,
+    bare: Server,
+    calls: dict[str, tuple[Server, str, list[bytes]]],
+) -> dict[str, Any]:
+    """`args.rounds` rounds measuring each call (its server, path and requests) between two
+    runs of the bare server's Check; per call, the medians over the rounds."""
     options = {"concurrency": args.concurrency, "connections": args.connections}
     ratios: dict[str, list[float]] = {name: [] for name in calls}
     rates: dict[str, list[float]] = {name: [] for name in calls}
     bare_rates: list[float] = []
     errors = 0
-    io = args.io[0]  # the default, sync, unless --io asyncio is given first
-    with (
-        bare_server() as bare,
-        bare_server() as control,
-        served(io, 1, "info", metrics=True) as ours,
-    ):
-        target = {name: ours for name in calls} | {CONTROL: control}
 
-        def bare_check() -> float:
-            run = measure(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
-            bare_rates.append(run.per_cpu_second)
-            return run.per_cpu_second
+    def bare_check() -> float:
+        run = measure(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
+        bare_rates.append(run.per_cpu_second)
+        return run.per_cpu_second
 
-        for name, (path, requests) in calls.items():  # warm-up: caches, connections
-            measure(target[name], name, requests, calls=args.calls // 4, path=path, **options)
-        measure(bare, "Check", [b""], calls=args.calls // 4, path=HEALTH_PATH, **options)
-        names = list(calls)
-        for round_number in range(args.rounds):
-            shift = (round_number + number) % len(names)
-            before = bare_check()
-            for name in names[shift:] + names[:shift]:
-                path, requests = calls[name]
-                run = measure(target[name], name, requests, calls=args.calls, path=path, **options)
-                errors += run.errors
-                after = bare_check()
-                rates[name].append(run.per_cpu_second)
-                ratios[name].append(run.per_cpu_second / ((before + after) / 2))
-                before = after
-        if args.profile:
-            _profile(ours, calls["Apply"], args, options)
+    for name, (server, path, requests) in calls.items():  # warm-up: caches, connections
+        measure(server, name, requests, calls=args.calls // 4, path=path, **options)
+    measure(bare, "Check", [b""], calls=args.calls // 4, path=HEALTH_PATH, **options)
+    names = list(calls)
+    for round_number in range(args.rounds):
+        shift = (round_number + number) % len(names)
+        before = bare_check()
+        for name in names[shift:] + names[:shift]:
+            server, path, requests = calls[name]
+            run = measure(server, name, requests, calls=args.calls, path=path, **options)
+            errors += run.errors
+            after = bare_check()
+            rates[name].append(run.per_cpu_second)
+            ratios[name].append(run.per_cpu_second / ((before + after) / 2))
+            before = after
     return {
         "ratios": {name: statistics.median(values) for name, values in ratios.items()},
         "per_cpu_second": {name: statistics.median(values) for name, values in rates.items()},
@@ -417,8 +439,85 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One run at the defaults: fresh servers, `args.rounds` rounds; per call, the medians."""
+    io = args.io[0]  # the default, sync, unless --io asyncio is given first
+    with (
+        bare_server() as bare,
+        bare_server() as control,
+        served(io, 1, "info", metrics=True) as ours,
+    ):
+        calls = {
+            name: (ours, path, requests)
+            for name, (path, requests) in requests_at_defaults().items()
+        }
+        calls[CONTROL] = (control, HEALTH_PATH, [b""])
+        result = rotate(number, args, bare, calls)
+        if args.profile:
+            _profile(ours, calls["Apply"][1:], args, args.concurrency, args.connections)
+    return result
+
+
+# --defaults --tracing: the service at its defaults with tracing absent, off and on.
+ABSENT = "absent"
+TRACING_VARIANTS = (ABSENT, "absent, second server (control)", "off", "on", "on, unsampled")
+
+
+@contextmanager
+def absent_tree(rev: str) -> Iterator[Path]:
+    """The server's code at `rev` (engine/, service/, clients/), exported into a temporary
+    directory: run from there with it first on PYTHONPATH, it is the server before tracing."""
+    with tempfile.TemporaryDirectory(prefix="basra-absent-") as directory:
+        archive = subprocess.run(
+            ["git", "archive", rev, "engine", "service", "clients"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", directory], input=archive, check=True)
+        yield Path(directory)
+
+
+def run_tracing(number: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One run of --defaults --tracing: fresh servers at the defaults (one worker, info logs,
+    metrics on), Apply on each: the code before tracing, tracing off, tracing on with every
+    call sampled and exported to a receiver in this process, and on with none sampled."""
+    io = args.io[0]
+    path, requests = requests_at_defaults()["Apply"]
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    with absent_tree(args.absent_rev) as tree, otlp.receiving(keep=False) as receiver:
+        exporting = {**keep, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+        unsampled = {**exporting, "OTEL_TRACES_SAMPLER": "always_off"}
+        before = {**keep, "PYTHONPATH": str(tree)}
+        with (
+            bare_server() as bare,
+            served(io, 1, "info", True, env=before, cwd=tree) as absent,
+            served(io, 1, "info", True, env=before, cwd=tree) as control,
+            served(io, 1, "info", True, env=keep) as off,
+            served(io, 1, "info", True, flags=["--tracing"], env=exporting) as on,
+            served(io, 1, "info", True, flags=["--tracing"], env=unsampled) as on_unsampled,
+        ):
+            started = (absent, control, off, on, on_unsampled)
+            servers = dict(zip(TRACING_VARIANTS, started, strict=True))
+            calls = {f"Apply {name}": (server, path, requests) for name, server in servers.items()}
+            result = rotate(number, args, bare, calls)
+        result["spans_received"] = receiver.count
+    base = result["rounds"]["ratios"][f"Apply {ABSENT}"]
+    result["to_absent"] = {
+        name: statistics.median(
+            r / b for r, b in zip(result["rounds"]["ratios"][name], base, strict=True)
+        )
+        for name in calls
+    }
+    return result
+
+
 def _profile(
-    server: Server, call: tuple[str, list[bytes]], args: argparse.Namespace, options: Any
+    server: Server,
+    call: tuple[str, list[bytes]],
+    args: argparse.Namespace,
+    concurrency: int,
+    connections: int,
 ) -> None:
     """Record the worker with py-spy (GIL holders only) while it answers Apply calls."""
     worker = server.pids[-1]
@@ -443,7 +542,15 @@ def _profile(
     )
     time.sleep(1.0)  # let py-spy attach
     path, requests = call
-    measure(server, "Apply", requests, calls=args.calls * 2, path=path, **options)
+    measure(
+        server,
+        "Apply",
+        requests,
+        calls=args.calls * 2,
+        path=path,
+        concurrency=concurrency,
+        connections=connections,
+    )
     recorder.send_signal(signal.SIGINT)  # py-spy writes its output when interrupted
     recorder.wait(60)
 
@@ -451,48 +558,71 @@ def _profile(
 def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """Run --defaults: `args.runs` runs; print each run's medians and the medians of runs."""
     started = datetime.datetime.now(datetime.UTC)
+    servers = f"basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, metrics on)"
+    if args.tracing:
+        servers += (
+            f": as of {args.absent_rev} (absent, twice), tracing off, tracing on (every call "
+            "sampled, OTLP to a receiver in this process), tracing on with "
+            "OTEL_TRACES_SAMPLER=always_off"
+        )
     print(
         f"load_bench --defaults {started:%Y-%m-%d %H:%M} UTC; command: "
         f"{' '.join(['benchmarks/load_bench.py', *(argv or sys.argv[1:])])}\n"
         f"machine: {json.dumps(machine())}\n"
-        f"server: basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, "
-        f"metrics on); "
+        f"server: {servers}; "
         f"bare: grpcio, 8 threads, the standard health servicer; {args.rounds} rounds of "
         f"{args.calls} calls per run, concurrency {args.concurrency}, "
         f"connections {args.connections}"
     )
-    names = [*requests_at_defaults(), CONTROL]
-    print(f"{'run':>4} " + " ".join(f"{n + ' / bare':>18}" for n in names) + "  bare Check/cpu-s")
+    if args.tracing:
+        names = [f"Apply {variant}" for variant in TRACING_VARIANTS]
+    else:
+        names = [*requests_at_defaults(), CONTROL]
+    print(f"{'run':>4} " + " ".join(f"{n + ' / bare':>26}" for n in names) + "  bare Check/cpu-s")
     runs = []
     for number in range(args.runs):
-        result = run_defaults(number, args)
+        result = run_tracing(number, args) if args.tracing else run_defaults(number, args)
         runs.append(result)
         print(
             f"{number + 1:>4} "
-            + " ".join(f"{result['ratios'][n]:>18.3f}" for n in names)
+            + " ".join(f"{result['ratios'][n]:>26.3f}" for n in names)
             + f"  {result['bare_check_per_cpu_second']:>16.0f}"
             + (f"  errors {result['errors']}" if result["errors"] else "")
         )
     medians = {n: statistics.median(r["ratios"][n] for r in runs) for n in names}
-    print(" med " + " ".join(f"{medians[n]:>18.3f}" for n in names))
+    print(" med " + " ".join(f"{medians[n]:>26.3f}" for n in names))
     for name in names:
         rate = statistics.median(r["per_cpu_second"][name] for r in runs)
         print(f"{name}: {rate:.0f} calls per server CPU-second (median of run medians)")
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "started": started.isoformat(),
-                    "argv": list(argv or sys.argv[1:]),
-                    "machine": machine(),
-                    "medians": medians,
-                    "runs": runs,
-                },
-                indent=2,
-            )
-        )
+    to_absent: dict[str, float] = {}
+    if args.tracing:
+        for name in names:
+            per_run = [r["to_absent"][name] for r in runs]
+            to_absent[name] = statistics.median(per_run)
+            shown = ", ".join(f"{v:.3f}" for v in per_run)
+            print(f"{name} / Apply {ABSENT}: {to_absent[name]:.3f} (runs: {shown})")
+        print(f"spans received: {', '.join(str(r['spans_received']) for r in runs)}")
+    finish(
+        args.json_out,
+        started,
+        argv,
+        {"medians": medians, "to_absent": to_absent, "runs": runs},
+    )
     return 0
+
+
+def finish(
+    json_out: Path | None,
+    started: datetime.datetime,
+    argv: Sequence[str] | None,
+    figures: dict[str, Any],
+) -> None:
+    """Say how busy the machine was at the end; write the run's figures as JSON when asked."""
+    # Other work on the machine skews every figure: say how busy it was by the end.
+    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
+    if json_out:
+        head = {"started": started.isoformat(), "argv": list(argv or sys.argv[1:])}
+        json_out.write_text(json.dumps({**head, "machine": machine(), **figures}, indent=2))
 
 
 def machine() -> dict[str, Any]:
@@ -609,6 +739,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=3, help="--defaults: runs (fresh servers)")
     parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="--defaults: Apply with tracing absent, off, on and on unsampled (see above)",
+    )
+    parser.add_argument(
+        "--absent-rev", default=ABSENT_REV, help="--tracing: the commit before tracing existed"
+    )
+    parser.add_argument(
         "--profile", type=Path, help="--defaults: write a py-spy profile of Apply load here"
     )
     args = parser.parse_args(argv)
@@ -637,22 +775,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(header)
     print(report(results, reply_bytes, request_bytes))
-    # Other work on the machine skews every figure: say how busy it was by the end.
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "started": started.isoformat(),
-                    "argv": list(argv or sys.argv[1:]),
-                    "machine": machine(),
-                    "request_bytes": request_bytes,
-                    "reply_bytes": reply_bytes,
-                    "results": [asdict(r) for r in results],
-                },
-                indent=2,
-            )
-        )
+    finish(
+        args.json_out,
+        started,
+        argv,
+        {
+            "request_bytes": request_bytes,
+            "reply_bytes": reply_bytes,
+            "results": [asdict(r) for r in results],
+        },
+    )
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load_bench import Measure, apply_requests, machine, measure, served
+from load_bench import Measure, apply_requests, finish, machine, measure, served
 
 DEFAULT_CONFIGS = ("1:info", "1:warning", "2:info", "2:warning")
 
@@ -120,23 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{f.apply_per_cpu_second / first.apply_per_cpu_second:>5.2f} "
             f"{f.p50_ms:>7.2f} {f.p99_ms:>7.2f} {f.errors:>6}"
         )
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps(
-                {
-                    "started": started.isoformat(),
-                    "argv": list(argv or sys.argv[1:]),
-                    "machine": machine(),
-                    "figures": [asdict(f) for f in figures],
-                    "rounds": {
-                        f"{w}:{level}": [asdict(r) for r in found]
-                        for (w, level), found in runs.items()
-                    },
-                },
-                indent=2,
-            )
-        )
+    rounds = {f"{w}:{level}": [asdict(r) for r in found] for (w, level), found in runs.items()}
+    written = {"figures": [asdict(f) for f in figures], "rounds": rounds}
+    finish(args.json_out, started, argv, written)
     return 1 if any(f.errors for f in figures) else 0
 
 

@@ -62,6 +62,8 @@ class Config:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     """CA bundle that client certificates must chain to (mutual TLS)."""
+    tracing: bool = False
+    """OpenTelemetry spans of RulesService calls, exported as the standard OTEL_* variables say."""
 
 
 def _port(text: str) -> int:
@@ -138,6 +140,7 @@ _PARSERS: Mapping[str, Callable[[str], Any]] = {
     "tls_cert": _text,
     "tls_key": _text,
     "tls_client_ca": _text,
+    "tracing": _boolean,
 }
 _HELP: Mapping[str, str] = {
     "host": "bind address for gRPC and metrics (default [::])",
@@ -172,6 +175,8 @@ _HELP: Mapping[str, str] = {
     "tls_cert": "PEM certificate chain for TLS on the gRPC port (default: none, plaintext)",
     "tls_key": "PEM private key of --tls-cert",
     "tls_client_ca": "PEM CA bundle; clients must present a certificate it signed (mutual TLS)",
+    "tracing": "OpenTelemetry spans of RulesService calls, sent by OTLP where the standard "
+    "OTEL_* variables say (default off)",
 }
 
 
@@ -189,10 +194,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting; unset flags stay None so variables and defaults can apply."""
     for field in fields(Config):
         shown = f"{_HELP[field.name]} [env {env_name(field.name)}]"
-        if field.name == "reflection":
+        if _PARSERS[field.name] is _boolean:  # --tracing / --no-tracing, --reflection / ...
             parser.add_argument(
-                "--reflection",
-                dest="reflection",
+                flag_name(field.name),
+                dest=field.name,
                 action=argparse.BooleanOptionalAction,
                 default=None,
                 help=shown,

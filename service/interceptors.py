@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import astuple, dataclass
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from basra.v1 import rules_pb2 as pb
@@ -23,6 +23,9 @@ from service import errors
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
 from service.servicer import SERVICE_NAME
+
+if TYPE_CHECKING:  # imported by workers with tracing on only
+    from service.tracing import Tracing
 
 REQUEST_ID_KEY = "x-request-id"
 MAX_REQUEST_ID_CHARS = 128
@@ -98,10 +101,11 @@ def _facts(method: str, request: object, response: object) -> dict[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class CallObserver:
-    """Records the start and the end of calls in metrics and logs."""
+    """Records the start and the end of calls in metrics and logs (and spans, when tracing)."""
 
     metrics: Tally | None
     logger: Logger
+    tracing: Tracing | None = None
 
     def method(self, kind: CallKind) -> MethodObserver:
         """The observer of one method's calls (build it once per method, not per call)."""
@@ -126,6 +130,9 @@ class MethodObserver:
         self._log = None
         if enabled is None or enabled(level):
             self._log = logger.info if self._ours else logger.debug
+        if observer.tracing is not None and self._ours:
+            # Only traced methods pay for it: the span gets the line's facts, the line its ids.
+            self._log = observer.tracing.annotating(self._log)
         self._name = f"{kind.grpc_service}/{kind.grpc_method}"
 
     def started(self) -> float:

@@ -142,9 +142,13 @@ def build_sync(
     handlers: Handlers | None = None,
 ) -> SyncServer:
     """Build (not start) a thread-pool server on the configured host and port (or `port`)."""
+    interceptors: list[Any] = [ObservingInterceptor(observer)]
+    if observer.tracing is not None:
+        # Outermost: the service's interceptor runs inside the span (see service/tracing.py).
+        interceptors.insert(0, observer.tracing.interceptor())
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc"),
-        interceptors=[ObservingInterceptor(observer)],
+        interceptors=interceptors,
         options=grpc_options(config),
     )
     handlers = handlers or make_handlers(config, observer.metrics)
@@ -186,9 +190,10 @@ async def build_async(
     handlers: Handlers | None = None,
 ) -> AsyncServer:
     """Build (not start) an asyncio server; call it inside the event loop that will run it."""
-    server = grpc.aio.server(
-        interceptors=[AsyncObservingInterceptor(observer)], options=grpc_options(config)
-    )
+    interceptors: list[Any] = [AsyncObservingInterceptor(observer)]
+    if observer.tracing is not None:
+        interceptors.insert(0, observer.tracing.aio_interceptor())
+    server = grpc.aio.server(interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     add_to_server(AsyncRulesServicer(handlers), server, config.max_message_bytes)
     health_servicer = health_aio.HealthServicer()

@@ -81,8 +81,13 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
 
     plan_table.install()  # before serving: no reachable floor is searched in a call
 
+    tracing = None
+    if config.tracing:  # OpenTelemetry is imported by traced workers only
+        from service.tracing import Tracing
+
+        tracing = Tracing.start(logger)  # this process's own provider, after the spawn
     tally = metrics.Tally(metrics.Metrics.create(None))
-    observer = CallObserver(tally, logger)
+    observer = CallObserver(tally, logger, tracing)
     stop_flushing = tally.flush_every(metrics.FLUSH_SECONDS)
     # Everything imported so far lives as long as the worker: move it out of the cyclic
     # collector's sight, so full collections (pauses of several ms here) walk less.
@@ -95,6 +100,8 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
             _serve_sync(config, observer, port, ready, logger)
     finally:
         stop_flushing()  # the calls counted since the last flush, SIGTERM's drain included
+        if tracing is not None and not tracing.stop():  # the spans of the drained calls too
+            logger.warning("tracing", message="spans still queued at exit were dropped")
 
 
 def _serve_sync(

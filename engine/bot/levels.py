@@ -422,8 +422,8 @@ def _survivors(
 
 MAX_DEPTH = 7
 """Plies searched at most. A round has eight plays; at its first, the last one (the
-dealer's last card) is left to the evaluation: that frees nodes for more deals, which
-measured better at the same budget (docs/bot.md, "The budget")."""
+dealer's last card) is left to the evaluation: that frees nodes for more deals within the
+same budget (docs/bot.md, "STRONG: the search")."""
 MIN_DEPTH = 2
 """The shallowest search tried when a deal does not fit in the node budget."""
 PRUNE_AFTER = 4

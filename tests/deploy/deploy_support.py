@@ -41,6 +41,7 @@ CONTRACT_DEFAULTS: Mapping[str, str] = {
     "BASRA_BOT_LEVEL": "strong",
     "BASRA_BOT_MAX_DEALS": "64",
     "BASRA_BOT_MAX_NODES": "20000",
+    "BASRA_TRACING": "false",
 }
 # Where the chart deliberately departs from the server's defaults, and why.
 CHART_OVERRIDES: Mapping[str, str] = {
@@ -65,6 +66,14 @@ ALL_ON: Mapping[str, Any] = {
         "metricsFrom": [
             {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
         ],
+        "collectorTo": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+        ],
+    },
+    "tracing": {
+        "enabled": True,
+        "endpoint": "http://otel-collector.observability:4317",
+        "samplerRatio": 0.25,
     },
     "signing": {"enabled": True, "keys": [dict(k) for k in TEST_SIGNING_KEYS]},
     "tls": {"enabled": True, "secretName": "basra-tls", "clientCA": {"enabled": True}},
@@ -102,7 +111,13 @@ def load_yaml_objects(paths: Iterable[Path]) -> list[dict[str, Any]]:
 def kustomize_resources(directory: Path) -> list[Path]:
     """The resource files a kustomization.yaml lists (no kustomize binary needed)."""
     spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    return [directory / entry for entry in spec["resources"]]
+    return [directory / entry for entry in spec.get("resources", [])]
+
+
+def kustomize_patches(directory: Path) -> list[Path]:
+    """The patch files a kustomization.yaml lists."""
+    spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    return [directory / entry["path"] for entry in spec.get("patches", [])]
 
 
 def one(objects: Iterable[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

@@ -371,14 +371,63 @@ def test_tls_mounts_the_certificate_and_probes_tcp(all_on_objects: list[dict[str
 def test_network_policy_admits_only_the_service_ports(
     all_on_objects: list[dict[str, Any]],
 ) -> None:
-    """Ingress to grpc from the given peers, to metrics from the scrapers, no egress."""
+    """Ingress to grpc from the given peers, to metrics from the scrapers; egress to the
+    trace collector's port in its peers, and DNS, only."""
     policy = one(all_on_objects, "NetworkPolicy")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"]
-    assert policy["egress"] == []
     rules = {r["ports"][0]["port"]: r for r in policy["ingress"]}
     assert set(rules) == {"grpc", "metrics"}
     assert rules["grpc"]["from"] == ALL_ON["networkPolicy"]["grpcFrom"]
     assert rules["metrics"]["from"] == ALL_ON["networkPolicy"]["metricsFrom"]
+    collector, dns = policy["egress"]
+    assert collector == {
+        "ports": [{"port": 4317, "protocol": "TCP"}],
+        "to": ALL_ON["networkPolicy"]["collectorTo"],
+    }
+    assert dns == {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+
+
+def test_denied_egress_without_tracing_allows_nothing_out() -> None:
+    """The service calls nothing when it does not trace: denyEgress leaves no egress rule."""
+    values = merged(ALL_ON, {"tracing": {"enabled": False}})
+    policy = one(manifests(render(values)), "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["egress"] == []
+
+
+def test_tracing_sets_the_standard_opentelemetry_variables(
+    all_on_objects: list[dict[str, Any]],
+) -> None:
+    """tracing.* reach BASRA_TRACING and the OTEL_* variables; the spans name the pod."""
+    server = container(all_on_objects)
+    env = env_map(server)
+    assert env["BASRA_TRACING"] == "true"
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == ALL_ON["tracing"]["endpoint"]
+    assert env["OTEL_SERVICE_NAME"] == RELEASE  # the release's full name by default
+    assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+    assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.25"
+    names = [e["name"] for e in server["env"]]
+    # $(VAR) expands only variables defined earlier in the list.
+    for variable in ("K8S_POD_NAME", "K8S_NAMESPACE_NAME"):
+        assert f"$({variable})" in env["OTEL_RESOURCE_ATTRIBUTES"]
+        assert names.index(variable) < names.index("OTEL_RESOURCE_ATTRIBUTES")
+    fields = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in server["env"]
+        if "valueFrom" in e
+    }
+    assert fields == {"K8S_POD_NAME": "metadata.name", "K8S_NAMESPACE_NAME": "metadata.namespace"}
+    named = env_map(
+        container(manifests(render(merged(ALL_ON, {"tracing": {"serviceName": "rules"}}))))
+    )
+    assert named["OTEL_SERVICE_NAME"] == "rules"
+
+
+def test_no_opentelemetry_variables_by_default(default_objects: list[dict[str, Any]]) -> None:
+    """Tracing is off unless switched on, and then nothing of it is configured."""
+    env = env_map(container(default_objects))
+    assert env["BASRA_TRACING"] == "false"
+    assert not [name for name in env if name.startswith(("OTEL_", "K8S_"))]
 
 
 def test_notes_tell_how_to_reach_the_service() -> None:
@@ -433,6 +482,24 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("tls without secret", {"tls": {"enabled": True}}, "/tls"),
     ("client CA without tls", {"tls": {"clientCA": {"enabled": True}}}, "/tls"),
     ("network peer empty", {"networkPolicy": {"grpcFrom": [{}]}}, "/networkPolicy/grpcFrom"),
+    ("tracing without endpoint", {"tracing": {"enabled": True}}, "/tracing"),
+    (
+        "collector without port",
+        {"tracing": {"enabled": True, "endpoint": "http://otel-collector"}},
+        "/tracing/endpoint",
+    ),
+    (
+        "collector not a URL",
+        {"tracing": {"endpoint": "otel-collector:4317"}},
+        "/tracing/endpoint",
+    ),
+    ("sampler ratio over 1", {"tracing": {"samplerRatio": 1.5}}, "/tracing/samplerRatio"),
+    ("sampler ratio as text", {"tracing": {"samplerRatio": "all"}}, "/tracing/samplerRatio"),
+    (
+        "service name with a comma",
+        {"tracing": {"serviceName": "a,b"}},
+        "/tracing/serviceName",
+    ),
 ]
 
 

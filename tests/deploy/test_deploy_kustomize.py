@@ -14,6 +14,7 @@ from deploy_support import (
     K8S_DIR,
     KUBE_VERSIONS,
     check_references,
+    kustomize_patches,
     kustomize_resources,
     load_yaml_objects,
     manifests,
@@ -26,6 +27,10 @@ COMPONENTS = {
     "headless-service": {"headlessService": {"enabled": True}},
     "network-policy": {"networkPolicy": {"enabled": True}},
     "service-monitor": {"serviceMonitor": {"enabled": True}},
+}
+# Components that patch the base's objects instead of adding their own.
+PATCHING_COMPONENTS = {
+    "tracing": {"tracing": {"enabled": True, "endpoint": "http://otel-collector:4317"}},
 }
 
 
@@ -55,12 +60,14 @@ def test_kustomization_lists_every_manifest_once() -> None:
 
 def test_components_are_kustomize_components() -> None:
     """Each optional part is a Component, listing files that exist."""
-    assert {p.name for p in component_dirs()} == set(COMPONENTS)
+    assert {p.name for p in component_dirs()} == set(COMPONENTS) | set(PATCHING_COMPONENTS)
     for directory in component_dirs():
         spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
         assert spec["kind"] == "Component"
         assert spec["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
-        for path in kustomize_resources(directory):
+        files = kustomize_resources(directory) + kustomize_patches(directory)
+        assert files
+        for path in files:
             assert path.is_file(), path
 
 
@@ -102,10 +109,8 @@ def kubectl() -> str:
     return str(Path(sys.executable).parent / "kubectl")
 
 
-def test_kubectl_kustomize_builds_the_same_objects(
-    base_objects: list[dict[str, Any]], tmp_path: Path
-) -> None:
-    """kubectl's kustomize builds base + components to the same objects."""
+def build(components: list[Path], tmp_path: Path) -> list[dict[str, Any]]:
+    """kubectl's kustomize build of the base with these components, from an overlay."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     rel = Path(os.path.relpath(K8S_DIR, overlay))
@@ -115,24 +120,44 @@ def test_kubectl_kustomize_builds_the_same_objects(
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
                 "resources": [rel.as_posix()],
-                "components": [(rel / "components" / d.name).as_posix() for d in component_dirs()],
+                "components": [(rel / "components" / d.name).as_posix() for d in components],
             }
         )
     )
-    tool = kubectl()
-    assert tool is not None
     built = subprocess.run(
-        [tool, "kustomize", str(overlay)],
+        [kubectl(), "kustomize", str(overlay)],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    objects = [o for o in yaml.safe_load_all(built.stdout) if o]
+    return [o for o in yaml.safe_load_all(built.stdout) if o]
+
+
+@pytest.mark.parametrize("name", sorted(PATCHING_COMPONENTS))
+def test_patching_component_equals_the_chart_option(name: str, tmp_path: Path) -> None:
+    """Base + the component, as kustomize builds it, is the chart's render with the switch on."""
+    objects = build([K8S_DIR / "components" / name], tmp_path)
+    chart = {key(o): strip_helm_labels(o) for o in manifests(render(PATCHING_COMPONENTS[name]))}
+    assert sorted(map(key, objects)) == sorted(chart)
+    for obj in objects:
+        assert obj == chart[key(obj)], key(obj)
+
+
+def test_kubectl_kustomize_builds_the_same_objects(
+    base_objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """kubectl's kustomize builds base + every component to the same objects as the chart with
+    every matching switch on."""
+    objects = build(component_dirs(), tmp_path)
     expected = base_objects + load_yaml_objects(
         path for d in component_dirs() for path in kustomize_resources(d)
     )
+    patched = {key(o): o for o in manifests(render(PATCHING_COMPONENTS["tracing"]))}
     assert sorted(map(key, objects)) == sorted(map(key, expected))
     by_key = {key(o): o for o in expected}
     for obj in objects:
-        assert obj == by_key[key(obj)], key(obj)
+        if obj["kind"] == "Deployment":  # the one object a component patches
+            assert obj == strip_helm_labels(patched[key(obj)])
+        else:
+            assert obj == by_key[key(obj)], key(obj)

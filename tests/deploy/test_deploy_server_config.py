@@ -48,7 +48,8 @@ def test_server_accepts_the_chart_environment(values: dict[str, Any]) -> None:
     config = resolve({}, env)
     assert config.workers == int(CHART_OVERRIDES["BASRA_WORKERS"])
     assert config.metrics_dir == CHART_OVERRIDES["BASRA_METRICS_DIR"]
-    untouched = {k for k in CONTRACT_DEFAULTS if k not in CHART_OVERRIDES}
+    assert config.tracing is bool(values.get("tracing", {}).get("enabled"))
+    untouched = {k for k in CONTRACT_DEFAULTS if k not in CHART_OVERRIDES} - {"BASRA_TRACING"}
     default = Config()
     for field in fields(Config):
         if env_name(field.name) in untouched:
@@ -74,3 +75,30 @@ def test_schema_bounds_are_values_the_server_accepts(bound: str) -> None:
     config = resolve({}, env)
     assert config.workers == values["workers"]
     assert config.max_connection_age_seconds == values["maxConnectionAgeSeconds"]
+
+
+def test_the_chart_tracing_variables_mean_to_opentelemetry_what_the_chart_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read by the OpenTelemetry SDK as a worker reads them: the sampler keeps the caller's
+    decision and records the configured share of the rest; the resource names the service
+    and the pod (as the kubelet expands the $(VAR) references)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from service.tracing import resource
+
+    server = container(manifests(render(ALL_ON)))
+    pod = {"K8S_POD_NAME": "basra-rules-7d9f-abcde", "K8S_NAMESPACE_NAME": "games"}
+    for name, text in env_map(server).items():
+        if name.startswith("OTEL_"):
+            for variable, given in pod.items():
+                text = text.replace(f"$({variable})", given)  # noqa: PLW2901
+            monkeypatch.setenv(name, text)
+    described = TracerProvider(shutdown_on_exit=False).sampler.get_description()
+    assert described.startswith("ParentBased{root:TraceIdRatioBased{0.25},")
+    assert "remoteParentSampled:AlwaysOnSampler" in described
+    assert "remoteParentNotSampled:AlwaysOffSampler" in described
+    attributes = resource().attributes
+    assert attributes["service.name"] == "basra-rules"
+    assert attributes["k8s.pod.name"] == pod["K8S_POD_NAME"]
+    assert attributes["k8s.namespace.name"] == "games"

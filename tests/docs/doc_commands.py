@@ -45,7 +45,7 @@ PROGRAMS = frozenset(
 ENVIRONMENT_PROGRAMS = ("basra-rules", "python", "python3", "pytest", "pip", "ruff", "mypy")
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-_SETTING = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
+SETTING = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def _block_commands(block: Block) -> list[Command]:
 def is_inline_command(span: str) -> bool:
     """Whether an inline code span is a command rather than the name of one (module docstring)."""
     words = span.split()
-    while words and _SETTING.match(words[0]):
+    while words and SETTING.match(words[0]):
         words = words[1:]
     if not words:
         return False
@@ -153,7 +153,7 @@ def programs(text: str) -> list[str]:
     found = []
     for part in re.split(r"[;&|()]+|\bdo\b|\bthen\b", text):
         words = part.split()
-        while words and _SETTING.match(words[0]):
+        while words and SETTING.match(words[0]):
             words = words[1:]
         if words[:1] == ["taskset"]:
             words = words[3:] if words[1:2] == ["-c"] else words[1:]

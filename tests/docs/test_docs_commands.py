@@ -8,9 +8,10 @@ RUN are run with bash from the repository root, in this environment (the quick s
 
 - paths under /tmp/ go to the test's own temporary directory;
 - a command that needs a running server gets the address of one the test starts on a free
-  port with the quick start's defaults (1 worker, info logs): `server` names the flag;
-- a `basra-rules serve` command runs on a free port until its health check answers SERVING,
-  then is stopped with SIGTERM and must exit 0;
+  port with the quick start's defaults (1 worker, info logs): `server` names the flag, or
+  `address` the address written in the command that the test's replaces;
+- a `basra-rules serve` command (its `NAME=value` settings in its environment) runs on a free
+  port until its health check answers SERVING, then is stopped with SIGTERM and must exit 0;
 - a long command gets the extra arguments of its entry (a shorter run; the programs let the
   last flag win), and a command whose input another one writes runs after that one (`after`).
 
@@ -31,6 +32,7 @@ from doc_commands import (
     ENVIRONMENT_PROGRAMS,
     OTHER_TAGS,
     REPO,
+    SETTING,
     SHELL_TAGS,
     blocks,
     commands,
@@ -54,6 +56,8 @@ class Run:
     """Arguments appended for a shorter run."""
     after: tuple[str, ...] = ()
     """Commands run first, in the same temporary directory (they write this one's input)."""
+    address: str | None = None
+    """The address written in the command, replaced by the test's server (None: none written)."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,8 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     ".venv/bin/basra-rules play": Run(server="--target"),
     ".venv/bin/basra-rules load deploy/ghz/apply.json": Run(server="--host", extra=SHORT_LOAD),
-    "grpcurl -plaintext -d '{}' localhost:50051 basra.v1.RulesService/NewMatch": NotRun(
-        "grpcurl is not installed here; tests/load/ lists the services through reflection"
+    ".venv/bin/grpcurl -plaintext -d '{}' localhost:50051 basra.v1.RulesService/NewMatch": Run(
+        address="localhost:50051"
     ),
     ".venv/bin/basra-rules verify docs/example-record.json": Run(),
     "mkdir -p client/cpp": NotRun("the first line of the protoc recipe below, which writes it"),
@@ -138,6 +142,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     "taskset -c 1 .venv/bin/python benchmarks/hot_path.py": Run(extra=("--repeats", "1")),
     ".venv/bin/python benchmarks/load_bench.py --defaults --runs 3": Run(extra=SHORT_DEFAULTS),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing": Run(extra=("--repeats", "1")),
+    ".venv/bin/python benchmarks/load_bench.py --defaults --tracing --runs 3": Run(
+        extra=SHORT_DEFAULTS
+    ),
     (
         ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report "
         "/tmp/fuzz-in-process.json"
@@ -176,6 +184,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ): Run(extra=("--hands", "20", "--rounds", "1"), after=CARD_TREES),
     ".venv/bin/python benchmarks/serve_configs.py --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15": Run(
+        extra=("--repeats", "1")
     ),
     # RELIABILITY.md
     (
@@ -228,6 +239,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/basra-rules verify /tmp/match.json": Run(
         after=(".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json",)
     ),
+    # docs/tracing.md
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4317 .venv/bin/basra-rules serve "
+        "--tracing"
+    ): Serve(),
     # docs/load-testing.md
     ".venv/bin/python benchmarks/ghz_data.py": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
@@ -357,6 +373,9 @@ def _adapted(text: str, tmp: Path, target: str) -> str:
     plan = COMMANDS[text]
     assert isinstance(plan, Run)
     line = text.replace("/tmp/", f"{tmp}/")
+    if plan.address:
+        assert plan.address in line
+        line = line.replace(plan.address, target)
     if plan.server:
         line += f" {plan.server} {target}"
     return " ".join([line, *plan.extra])
@@ -375,13 +394,18 @@ def _run(text: str, tmp: Path, target: str) -> subprocess.CompletedProcess[str]:
 
 def _serve(text: str) -> None:
     """Start a documented server command on a free port; it must serve, then stop cleanly."""
-    line = text.removesuffix("&").strip()
+    words = text.removesuffix("&").split()
+    settings = {}  # `NAME=value` words before the program: bash's exec takes none
+    while words and SETTING.match(words[0]):
+        name, value = words.pop(0).split("=", 1)
+        settings[name] = value
+    line = " ".join(words)
     with reserved_port() as port:  # held until the server has bound it
         ports = {"BASRA_HOST": LOOPBACK, "BASRA_PORT": str(port), "BASRA_METRICS_PORT": "0"}
         process = subprocess.Popen(
             ["bash", "-c", f"exec {line}"],
             cwd=REPO,
-            env={**os.environ, **ports},
+            env={**os.environ, **settings, **ports},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

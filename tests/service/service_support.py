@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc_testing
@@ -30,6 +30,9 @@ from service.logs import make_logger
 from service.metrics import Metrics, Tally
 from service.server import AsyncServer, SyncServer, build_async, build_sync
 from service.servicer import METHODS, RulesServicer
+
+if TYPE_CHECKING:
+    from service.tracing import Tracing
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
@@ -111,20 +114,25 @@ class InProcess:
         self.stop(grace)
 
 
-def _observer(tally: Tally, log: io.StringIO) -> CallObserver:
-    return CallObserver(tally, make_logger("debug", "json", log))
+def _observer(tally: Tally, log: io.StringIO, tracing: Tracing | None) -> CallObserver:
+    return CallObserver(tally, make_logger("debug", "json", log), tracing)
 
 
-def start_sync(config: Config, handlers: Handlers | None = None) -> InProcess:
-    """Start a thread-pool server on 127.0.0.1 and a free port."""
+def start_sync(
+    config: Config, handlers: Handlers | None = None, tracing: Tracing | None = None
+) -> InProcess:
+    """Start a thread-pool server on 127.0.0.1 and a free port (traced when given `tracing`)."""
     registry, log = CollectorRegistry(), io.StringIO()
     tally = Tally(Metrics.create(registry))
-    server: SyncServer = build_sync(_replace_host(config), _observer(tally, log), 0, handlers)
+    observer = _observer(tally, log, tracing)
+    server: SyncServer = build_sync(_replace_host(config), observer, 0, handlers)
     server.start()
     return InProcess(server.port, registry, tally, log, server.stop)
 
 
-def start_async(config: Config, handlers: Handlers | None = None) -> InProcess:
+def start_async(
+    config: Config, handlers: Handlers | None = None, tracing: Tracing | None = None
+) -> InProcess:
     """Start an asyncio server on 127.0.0.1 and a free port, in its own event-loop thread."""
     registry, log = CollectorRegistry(), io.StringIO()
     tally = Tally(Metrics.create(registry))
@@ -133,7 +141,8 @@ def start_async(config: Config, handlers: Handlers | None = None) -> InProcess:
     thread.start()
 
     async def build() -> AsyncServer:
-        server = await build_async(_replace_host(config), _observer(tally, log), 0, handlers)
+        observer = _observer(tally, log, tracing)
+        server = await build_async(_replace_host(config), observer, 0, handlers)
         await server.start()
         return server
 

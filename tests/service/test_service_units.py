@@ -77,6 +77,17 @@ def test_reflection_is_on_by_default_and_switchable() -> None:
         load([], {"BASRA_REFLECTION": "maybe"})
 
 
+def test_tracing_is_off_by_default_and_switchable() -> None:
+    """--tracing/--no-tracing and BASRA_TRACING; off unless asked for."""
+    assert load([], {}).tracing is False
+    for text, value in [("true", True), ("1", True), ("on", True), ("false", False)]:
+        assert load([], {"BASRA_TRACING": text}).tracing is value
+    assert load(["--tracing"], {}).tracing is True
+    assert load(["--no-tracing"], {"BASRA_TRACING": "true"}).tracing is False
+    with pytest.raises(ConfigError, match="BASRA_TRACING"):
+        load([], {"BASRA_TRACING": "sometimes"})
+
+
 def test_the_help_names_the_variable_of_every_flag() -> None:
     """`basra-rules serve --help` shows each setting's BASRA_* variable beside its flag."""
     parser = argparse.ArgumentParser(prog="basra-rules serve")
@@ -89,13 +100,15 @@ def test_the_help_names_the_variable_of_every_flag() -> None:
     for field in fields(Config):
         assert f"{flag_name(field.name)}" in text
         assert f"[env {env_name(field.name)}]" in text
+    assert "--no-tracing" in text and "--no-reflection" in text
 
 
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
-    """No setting escapes the contract unnoticed: the extras are reflection, io and the
-    settings of signed states and TLS (keys, certificates), documented beside the contract."""
+    """No setting escapes the contract unnoticed: the extras are reflection, io, tracing and
+    the settings of signed states and TLS (keys, certificates), documented beside the contract."""
     reserved = {"signing_keys", "signing_keys_file", "tls_cert", "tls_key", "tls_client_ca"}
-    assert {f.name for f in fields(Config)} - set(CONTRACT) == {"reflection", "io", *reserved}
+    extras = {"reflection", "io", "tracing", *reserved}
+    assert {f.name for f in fields(Config)} - set(CONTRACT) == extras
 
 
 @pytest.mark.parametrize(

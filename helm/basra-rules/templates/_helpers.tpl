@@ -90,6 +90,14 @@ the cluster.
 {{- if and .Values.serviceMonitor.enabled (eq (int .Values.server.metricsPort) 0) -}}
 {{- fail "serviceMonitor.enabled needs server.metricsPort" -}}
 {{- end -}}
+{{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) -}}
+{{- fail "tracing.enabled needs tracing.endpoint (the collector's OTLP/gRPC address, http(s)://host:port)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The port of tracing.endpoint (the schema requires one). */}}
+{{- define "basra-rules.collectorPort" -}}
+{{- regexFind "[0-9]+/?$" .Values.tracing.endpoint | trimSuffix "/" | int -}}
 {{- end -}}
 
 {{/* One probe action: gRPC health when the port speaks plaintext, TCP otherwise. */}}

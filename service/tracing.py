@@ -1,0 +1,228 @@
+"""OpenTelemetry traces of RulesService calls, on with --tracing / BASRA_TRACING (off by default).
+
+Only a worker with tracing on imports this module, and with it the OpenTelemetry packages;
+with tracing off nothing here runs and the per-call path is the untraced one, unchanged.
+
+Each worker process builds its own TracerProvider after it is spawned (`Tracing.start`): the
+resource, the sampler and the OTLP/gRPC exporter are configured by the standard OTEL_*
+variables (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and _ARG,
+OTEL_EXPORTER_OTLP_ENDPOINT and the exporter's others, OTEL_BSP_* for the batching), and the
+caller's context is read from the call's metadata by the propagators OTEL_PROPAGATORS names
+(W3C traceparent and baggage by default). Spans leave in batches from a background thread, so
+a slow or absent collector never holds a call; on a graceful stop the worker sends what is
+left within FLUSH_SECONDS.
+
+The server spans come from opentelemetry-instrumentation-grpc's interceptor, placed outside
+the service's own (server.py), so the service's interceptor runs inside the span and keeps
+its per-method cache: the instrumentation rebuilds its handler around the cached one on every
+call, the cached one is never rebuilt. The service's interceptor then gives the span the
+facts of the call's log line (`annotating`): the status code (the instrumentation records
+none for a refusal sent with abort_with_status, which the sync server uses), the refusal's
+reason, seq and seat; never a card, the deck or the seed, as in the logs. The log line gets
+the span's trace and span ids in return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, server_interceptor
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import (
+    Span,
+    Status,
+    StatusCode,
+    Tracer,
+    TracerProvider,
+    get_current_span,
+)
+
+from service.logs import Logger
+from service.servicer import SERVICE_NAME
+
+# The service's name and version when OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES give none.
+DEFAULT_SERVICE_NAME = "basra-rules"
+# How long a stopping worker may spend sending its last spans: well inside the margin the
+# supervisor gives a worker past its grace (service.workers.EXIT_MARGIN_SECONDS).
+FLUSH_SECONDS = 3.0
+# The attribute the instrumentation gives the status code, and the service's own attributes.
+STATUS_CODE_ATTRIBUTE = "rpc.grpc.status_code"
+REASON_ATTRIBUTE = "basra.reason"
+FACT_ATTRIBUTES = {"seq": "basra.seq", "seat": "basra.seat"}
+# Codes that mean the server failed; a server span is marked Error for these only, as the
+# gRPC semantic conventions ask. A refusal is the caller's error: its span keeps status Unset
+# and carries its code and reason as attributes.
+SERVER_ERRORS = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+_CODES = {code.name: code for code in grpc.StatusCode}
+_TRACED_PREFIX = f"/{SERVICE_NAME}/"
+
+Log = Callable[..., Any]
+
+
+def resource() -> Resource:
+    """This worker's resource: the OTEL_* variables, then the service's name, version and pid."""
+    given = OTELResourceDetector().detect().attributes
+    ours: dict[str, str | int] = {"service.name": DEFAULT_SERVICE_NAME, "process.pid": os.getpid()}
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        ours["service.version"] = importlib.metadata.version("basra-rules")
+    return Resource.create({k: v for k, v in ours.items() if k not in given})
+
+
+class _SpanWithoutExceptions:
+    """A span that records no exception events and forwards everything else."""
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
+
+    def record_exception(self, *args: Any, **kwargs: Any) -> None:
+        """Record nothing: the call's code and reason say how it ended."""
+
+
+class _Tracer(Tracer):
+    """The provider's tracer, except that spans record no exception events.
+
+    grpc ends a refused call by raising (abort_with_status on the sync server, abort on
+    asyncio), and the instrumentation records every such exception on the span: a stack
+    trace whose chained exceptions hold the refusal's sentence, and for an unexpected error
+    its message, either of which may name a card. The span already carries the code and the
+    reason, so the exception adds nothing a reader needs.
+    """
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Span:
+        """Start a span as the provider's tracer does."""
+        return self._tracer.start_span(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[Span]:  # type: ignore[override]
+        """Start a current span that records no exception events."""
+        kwargs["record_exception"] = False
+        with self._tracer.start_as_current_span(*args, **kwargs) as span:
+            yield _SpanWithoutExceptions(span)  # type: ignore[misc]
+
+
+class _Provider(TracerProvider):
+    """Hands the instrumentation tracers whose spans record no exception events."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = provider
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Tracer:
+        """The provider's tracer, wrapped."""
+        return _Tracer(self._provider.get_tracer(*args, **kwargs))
+
+
+def _traced(details: Any) -> bool:
+    """Whether a call gets a span: RulesService calls do; health checks and reflection do not."""
+    return str(details.method).startswith(_TRACED_PREFIX)
+
+
+class _OpenTelemetryLogs(logging.Handler):
+    """Hands the OpenTelemetry packages' own warnings (an unreachable collector, a full
+    queue) to the service's logger, so they come out as JSON lines like every other line."""
+
+    def __init__(self, logger: Logger) -> None:
+        super().__init__(logging.WARNING)
+        self._logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write one line for the record."""
+        try:
+            log = self._logger.error if record.levelno >= logging.ERROR else self._logger.warning
+            log("tracing", logger=record.name, message=record.getMessage())
+        except Exception:  # a log line must never take the worker down
+            self.handleError(record)
+
+
+class Tracing:
+    """One worker's tracer provider and what the servers and interceptors take from it."""
+
+    def __init__(self, provider: SdkTracerProvider) -> None:
+        self.provider = provider
+        self._instrumented = _Provider(provider)
+
+    @classmethod
+    def start(cls, logger: Logger, processor: SpanProcessor | None = None) -> Tracing:
+        """Set up this process's provider; spans go to `processor` (default: OTLP in batches)."""
+        otel_logger = logging.getLogger("opentelemetry")
+        for old in [h for h in otel_logger.handlers if isinstance(h, _OpenTelemetryLogs)]:
+            otel_logger.removeHandler(old)  # one provider per process, one handler with it
+        otel_logger.addHandler(_OpenTelemetryLogs(logger))
+        otel_logger.propagate = False
+        # The sampler comes from OTEL_TRACES_SAMPLER(_ARG) when none is given. The worker
+        # flushes at its own stop, within a bound, instead of at interpreter exit.
+        provider = SdkTracerProvider(resource=resource(), shutdown_on_exit=False)
+        provider.add_span_processor(processor or BatchSpanProcessor(OTLPSpanExporter()))
+        return cls(provider)
+
+    def interceptor(self) -> Any:
+        """The instrumentation's interceptor for a sync server (RulesService calls only)."""
+        return server_interceptor(tracer_provider=self._instrumented, filter_=_traced)  # type: ignore[no-untyped-call]
+
+    def aio_interceptor(self) -> Any:
+        """The instrumentation's interceptor for an asyncio server (RulesService calls only)."""
+        return aio_server_interceptor(tracer_provider=self._instrumented, filter_=_traced)  # type: ignore[no-untyped-call]
+
+    def annotating(self, log: Log | None) -> Log:
+        """Wrap a method's log call: the call's span gets the line's facts, the line the span's ids.
+
+        The facts are the code, reason, seq and seat the interceptor logs (so the span follows
+        the log's rule: no card, no deck, no seed); they are set whether or not the line is
+        written at the configured level. The ids are W3C hex: `trace_id` (32 digits), `span_id`
+        (16 digits), and `trace_sampled`, whether the span is recorded and exported.
+        """
+
+        def record(event: str, **fields: Any) -> None:
+            span = get_current_span()
+            context = span.get_span_context()
+            if context.is_valid:
+                if span.is_recording():
+                    code = _CODES[fields["code"]]
+                    attributes = {STATUS_CODE_ATTRIBUTE: code.value[0]}
+                    if fields.get("reason"):
+                        attributes[REASON_ATTRIBUTE] = fields["reason"]
+                    for name, attribute in FACT_ATTRIBUTES.items():
+                        if name in fields:
+                            attributes[attribute] = fields[name]
+                    span.set_attributes(attributes)
+                    if code in SERVER_ERRORS:
+                        span.set_status(Status(StatusCode.ERROR, code.name))
+                fields["trace_id"] = format(context.trace_id, "032x")
+                fields["span_id"] = format(context.span_id, "016x")
+                fields["trace_sampled"] = context.trace_flags.sampled
+            if log is not None:
+                log(event, **fields)
+
+        return record
+
+    def stop(self, seconds: float = FLUSH_SECONDS) -> bool:
+        """Send the spans still queued and stop; give up after `seconds`. True if it finished."""
+        stopping = threading.Thread(target=self.provider.shutdown, name="tracing-stop", daemon=True)
+        stopping.start()
+        stopping.join(seconds)
+        return not stopping.is_alive()
