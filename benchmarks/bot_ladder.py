@@ -9,6 +9,11 @@ interval over the duplicate pairs.
     .venv/bin/python benchmarks/bot_ladder.py                                  # the full ladder
     .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --procs 2
     taskset -c 1 .venv/bin/python benchmarks/bot_ladder.py --pair GREEDY RANDOM 100 --procs 1
+
+Runs on other seeds (--start) add up: --merge reads the --json-out files of several runs and
+prints each pairing pooled over them (matches and wins summed, the Wilson interval of the
+sum, the margin per hand over all hands; the margin's interval joins the runs' intervals as
+independent estimates weighted by hands).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -144,13 +150,24 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("FIRST", "SECOND", "SEEDS"),
         help="a pairing and its number of seeds (default: the whole ladder)",
     )
+    parser.add_argument(
+        "--seeds", type=int, help="seeds of every pairing, in place of the pairings' own"
+    )
     parser.add_argument("--procs", type=int, default=2, help="processes playing matches")
     parser.add_argument("--start", type=int, default=0, help="first seed number")
     parser.add_argument("--deals", type=int, default=DEFAULT_BUDGET.deals)
     parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON", help="pool runs")
     args = parser.parse_args(argv)
-    pairs = [(a.upper(), b.upper(), int(n)) for a, b, n in args.pair] if args.pair else LADDER
+    if args.merge:
+        _print_table(merge([json.loads(path.read_text()) for path in args.merge]))
+        return 0
+    pairs: list[tuple[str, str, int]] = (
+        [(a.upper(), b.upper(), int(n)) for a, b, n in args.pair] if args.pair else list(LADDER)
+    )
+    if args.seeds is not None:
+        pairs = [(a, b, args.seeds) for a, b, _ in pairs]
     budget = Budget(args.deals, args.nodes)
     started = datetime.datetime.now(datetime.UTC)
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
@@ -163,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {args.procs} processes; seeds ladder-{args.start}.."
     )
+    _print_table(results)
+    if args.json_out:
+        args.json_out.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0
+
+
+def _print_table(results: list[Result]) -> None:
     print("| pairing | matches | win rate (95% CI) | margin per hand (95% CI) | hands | s |")
     print("|---|---|---|---|---|---|")
     for r in results:
@@ -171,9 +195,42 @@ def main(argv: list[str] | None = None) -> int:
             f"({100 * r.win_low:.1f}-{100 * r.win_high:.1f}) | {r.margin_per_hand:+.2f} "
             f"({r.margin_low:+.2f} to {r.margin_high:+.2f}) | {r.hands} | {r.seconds:.0f} |"
         )
-    if args.json_out:
-        args.json_out.write_text(json.dumps([asdict(r) for r in results], indent=2))
-    return 0
+
+
+def merge(runs: list[list[dict[str, Any]]]) -> list[Result]:
+    """Each pairing pooled over several runs' results (see the module docstring)."""
+    by_pair: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        for row in run:
+            by_pair.setdefault((row["first"], row["second"]), []).append(row)
+    pooled = []
+    for (first, second), rows in by_pair.items():
+        matches = sum(r["matches"] for r in rows)
+        wins = sum(r["wins"] for r in rows)
+        hands = sum(r["hands"] for r in rows)
+        mean = sum(r["margin_per_hand"] * r["hands"] for r in rows) / hands
+        half = math.sqrt(
+            sum(((r["margin_high"] - r["margin_low"]) / 2 * r["hands"] / hands) ** 2 for r in rows)
+        )
+        low, high = wilson(wins, matches)
+        seconds = sum(r["seconds"] for r in rows)
+        pooled.append(
+            Result(
+                first,
+                second,
+                matches,
+                wins,
+                wins / matches,
+                low,
+                high,
+                mean,
+                mean - half,
+                mean + half,
+                hands,
+                seconds,
+            )
+        )
+    return pooled
 
 
 if __name__ == "__main__":

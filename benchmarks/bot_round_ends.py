@@ -141,10 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         f"({args.deals} deals, {args.nodes} nodes); weights for the first player, +- one "
         f"standard error:"
     )
+    # A feature that never varies from 0 (no empty floor in a short run) cannot be fitted.
+    seen = [i for i in range(len(FEATURES)) if any(r[i] for r in x)]
+    x = [[r[i] for i in seen] for r in x]
     for name, y in (("points", [r[1] for r in rows]), ("cards", [r[2] for r in rows])):
         weights = fit(x, y)
         shown = ", ".join(
-            f"{f} {w:+.2f} +- {e:.2f}" for f, (w, e) in zip(FEATURES, weights, strict=True)
+            f"{FEATURES[i]} {w:+.2f} +- {e:.2f}" for i, (w, e) in zip(seen, weights, strict=True)
         )
         print(f"  {name} taken in the round: {shown}")
     return 0
