@@ -188,6 +188,30 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15": Run(
         extra=("--repeats", "1")
     ),
+    "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --procs 2 --json-out /tmp/ladder.json": (
+        Run(extra=("--seeds", "2"))
+    ),
+    (
+        "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --start "
+        "1000 --procs 2 --json-out /tmp/ladder2.json"
+    ): Run(extra=("--seeds", "2")),
+    ".venv/bin/python benchmarks/bot_ladder.py --merge /tmp/ladder.json /tmp/ladder2.json": Run(
+        after=(
+            "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --procs 2 --json-out "
+            "/tmp/ladder.json",
+            "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 "
+            "--start 1000 --procs 2 --json-out /tmp/ladder2.json",
+        )
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/bot_time.py": Run(
+        extra=("--matches", "1", "--warm", "1")
+    ),
+    ".venv/bin/python benchmarks/rpc_cpu.py --json-out /tmp/rpc.json": Run(
+        extra=("--rounds", "1", "--scale", "0.05")
+    ),
+    "nice -n 10 .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2": Run(
+        extra=("--matches", "2", "--procs", "1")
+    ),
     # RELIABILITY.md
     (
         ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
