@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import random
 import time
-import urllib.request
 from collections.abc import Callable
 
 import grpc
 from basra.v1 import rules_pb2 as pb
-from service_support import proto
+from service_support import proto, scrape, scrape_until
 
 from engine import State, Status
 from service.handlers import Handlers
@@ -107,18 +106,6 @@ def test_every_worker_answers_redealt_unseen_cards_with_the_same_bytes(
             channel.close()
 
 
-def _scrape(server: ServedProcess) -> dict[str, float]:
-    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
-
-
 def test_each_suggestion_is_timed_and_its_work_counted_by_level() -> None:
     """On a server of its own (the other test's counts are flushed late, up to a second)."""
     served = harness.start(["--workers", "2"], metrics=True)
@@ -131,7 +118,7 @@ def test_each_suggestion_is_timed_and_its_work_counted_by_level() -> None:
 def _count_by_level(served: ServedProcess) -> None:
     state = _states()[0]
     channels, callers = _raw_callers(served.port)
-    before = _scrape(served)
+    before = scrape(served)
     sent = {"STRONG": 0, "GREEDY": 0}
     work = 0
     try:
@@ -144,18 +131,16 @@ def _count_by_level(served: ServedProcess) -> None:
     finally:
         for channel in channels:
             channel.close()
-    deadline = time.monotonic() + 10
-    while True:
-        after = _scrape(served)
-        counted = {
-            level: after.get(f'basra_suggest_seconds_count{{level="{level}"}}', 0.0)
+
+    def counted(samples: dict[str, float]) -> dict[str, float]:
+        return {
+            level: samples.get(f'basra_suggest_seconds_count{{level="{level}"}}', 0.0)
             - before.get(f'basra_suggest_seconds_count{{level="{level}"}}', 0.0)
             for level in sent
         }
-        if counted == sent or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert counted == sent
+
+    after = scrape_until(served, lambda samples: counted(samples) == sent)
+    assert counted(after) == sent
     nodes = after['basra_suggest_nodes_sum{level="STRONG"}'] - before.get(
         'basra_suggest_nodes_sum{level="STRONG"}', 0.0
     )
