@@ -39,6 +39,8 @@ FORBIDDEN = (
     "engine.view",
 )
 LEVELS = tuple(Level)
+# Deals of the cheating twin's matches, each played twice with the seats swapped.
+DEALS = 150
 
 
 def test_the_information_set_has_no_field_for_hidden_things() -> None:
@@ -171,11 +173,11 @@ def _honest(state: State, budget: Budget) -> Action:
 
 @pytest.mark.slow
 def test_the_cheating_twin_clearly_beats_the_honest_bot() -> None:
-    """Over 120 matches (60 deals, seats swapped), the twin that knows the opponent's hand
+    """Over 300 matches (150 deals, seats swapped), the twin that knows the opponent's hand
     wins far more than half: the honest bot's play lacks exactly that knowledge."""
     budget = Budget(2, 200)
     wins = margin = hands = 0
-    for number in range(60):
+    for number in range(DEALS):
         for cheater in (0, 1):
             state, _ = new_match(b"twin" + number.to_bytes(2, "big"))
             while state.status is Status.IN_PROGRESS:
@@ -184,7 +186,7 @@ def test_the_cheating_twin_clearly_beats_the_honest_bot() -> None:
             wins += state.winner == cheater
             margin += state.totals[cheater] - state.totals[1 - cheater]
             hands += state.hand_number
-    matches = 120
+    matches = 2 * DEALS
     rate = wins / matches
     # Wilson lower bound at z = 3.29 (99.9 %): above one half means "clearly", not luck.
     z = 3.29
