@@ -206,6 +206,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "taskset -c 1 .venv/bin/python benchmarks/bot_time.py": Run(
         extra=("--matches", "1", "--warm", "1")
     ),
+    (
+        "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --nodes "
+        "3200 --procs 2 --json-out /tmp/ladder3200.json"
+    ): Run(extra=("--seeds", "2")),
+    "taskset -c 1 .venv/bin/python benchmarks/bot_time.py --nodes 3200": Run(
+        extra=("--matches", "1", "--warm", "1")
+    ),
     ".venv/bin/python benchmarks/rpc_cpu.py --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
