@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import signal
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from service import config as service_config  # noqa: E402
-from service import metrics  # noqa: E402
+from service import metrics, plan_table  # noqa: E402
 from service.config import Config  # noqa: E402
 from service.logs import make_logger  # noqa: E402
 
@@ -83,6 +84,11 @@ def worker_main(
     tally = metrics.Tally(metrics.Metrics.create(None))
     tally.flush_every(metrics.FLUSH_SECONDS)
     observer = CallObserver(tally, logger)
+    # As service.workers does: the plan table installed before serving, then start-up objects
+    # out of the cyclic collector's sight.
+    plan_table.install()
+    gc.collect()
+    gc.freeze()
     reply = b"\x01" * reply_bytes
     if config.io == "asyncio":
         asyncio.run(_serve_async(config, observer, port, reply, ready))

@@ -93,6 +93,12 @@ def render_all() -> dict[str, str]:
         as_json(pb.LegalMovesRequest(state=state_to_proto(s.state)))
         for s in spread(found, REQUESTS_PER_FILE, rnd)
     ]
+    # The bot at the server's default level (STRONG) and budget: the costliest call a lobby
+    # makes, for a seat that timed out or a hint.
+    suggest_requests = [
+        as_json(pb.SuggestMoveRequest(state=state_to_proto(s.state), seat=s.state.to_move))
+        for s in spread(found, REQUESTS_PER_FILE, rnd)
+    ]
     new_match_requests = [
         as_json(pb.NewMatchRequest(seed=f"ghz-new-{i}".encode(), labels=["north", "south"]))
         for i in range(NEW_MATCH_REQUESTS)
@@ -101,6 +107,7 @@ def render_all() -> dict[str, str]:
         "apply.json": render(apply_requests),
         "legal_moves.json": render(legal_requests),
         "new_match.json": render(new_match_requests),
+        "suggest_move.json": render(suggest_requests),
     }
 
 

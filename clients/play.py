@@ -1,9 +1,10 @@
-"""`basra-rules play`: two simple bots play a whole match against a running server.
+"""`basra-rules play`: the service's bots play a whole match against each other.
 
-A demonstration client: it only speaks the public contract (NewMatch, then Apply with
-expected_seq until the match is over, then PlayerView for the revealed seed) and prints what
-happens in plain words. With --record it also writes what seat 0's player keeps, the record
-that `basra-rules verify` checks.
+A demonstration client: it only speaks the public contract (NewMatch, then, for the seat to
+move, SuggestMove at that seat's level and Apply of its action with expected_seq, until the
+match is over, then PlayerView for the revealed seed) and prints what happens in plain words.
+With --record it also writes what seat 0's player keeps, the record that `basra-rules verify`
+checks.
 """
 
 from __future__ import annotations
@@ -17,56 +18,25 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 import grpc
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from clients.refusals import reason_of
 
 # A match ends after a handful of hands (48 plays each); this only stops a runaway loop.
 MAX_ACTIONS = 20_000
 
-Bot = Callable[[pb.LegalMoves], pb.Action]
-
-
-def _value(card: str) -> int:
-    rank = card[:-1]
-    if rank in ("J", "Q", "K"):
-        return 0
-    return 1 if rank == "A" else int(rank)
-
-
-def greedy(moves: pb.LegalMoves) -> pb.Action:
-    """Take the most: prefer a Basra, then the plan with most cards; else trail the lowest card."""
-    best: tuple[tuple[int, int], pb.Move, pb.Plan] | None = None
-    for move in moves.moves:
-        for plan in move.plans:
-            score = (int(plan.basra), len(plan.cards))
-            if best is None or score > best[0]:
-                best = (score, move, plan)
-    if best is not None:
-        _, move, plan = best
-        return pb.Action(seat=moves.seat, card=move.card, plan_id=plan.id)
-    lowest = min(moves.moves, key=lambda m: _value(m.card))
-    return pb.Action(seat=moves.seat, card=lowest.card, trail=True)
-
-
-@dataclass(frozen=True, slots=True)
-class RandomBot:
-    """Play a random card, with a random one of its plans (seeded: the same match each run)."""
-
-    rng: random.Random
-
-    def __call__(self, moves: pb.LegalMoves) -> pb.Action:
-        """Choose an action."""
-        move = self.rng.choice(list(moves.moves))
-        if move.trails:
-            return pb.Action(seat=moves.seat, card=move.card, trail=True)
-        plan = self.rng.choice(list(move.plans))
-        return pb.Action(seat=moves.seat, card=move.card, plan_id=plan.id)
+# The levels of --bots, as BotLevel values of the contract.
+LEVELS = {
+    "random": pb.BOT_LEVEL_RANDOM,
+    "greedy": pb.BOT_LEVEL_GREEDY,
+    "strong": pb.BOT_LEVEL_STRONG,
+}
 
 
 def _cards(cards: Sequence[str]) -> str:
@@ -150,21 +120,21 @@ def play(
     seed: bytes,
     names: tuple[str, str],
     out: TextIO,
-    timeout: float,
     *,
+    timeout: float,
+    bots: tuple[pb.BotLevel, pb.BotLevel] = (pb.BOT_LEVEL_STRONG, pb.BOT_LEVEL_GREEDY),
     kept: Kept | None = None,
 ) -> pb.State:
     """Play one match to its end, printing each event; return the final state.
 
+    Each seat's moves are the server's suggestions at that seat's level; with no bot seed,
+    a suggestion follows from the position, so the same match seed replays the same match.
     At the end the seed is read back from a PlayerView and checked against the commitment
     received at the start; `kept` (seat 0's by default) collects the match record.
     """
     kept = kept if kept is not None else Kept()
-    bots: tuple[Bot, Bot] = (greedy, RandomBot(random.Random(seed)))
 
-    def call(
-        method: Callable[..., pb.NewMatchResponse | pb.ApplyResponse], request: object
-    ) -> pb.NewMatchResponse | pb.ApplyResponse:
+    def call(method: Callable[..., Message], request: Message) -> Any:
         metadata = (("x-request-id", uuid.uuid4().hex),)
         return method(request, timeout=timeout, metadata=metadata)
 
@@ -177,12 +147,13 @@ def play(
             line = describe(event, names)
             if line is not None:
                 print(line, file=out)
-        state = result.state
+        state: pb.State = result.state
         if state.status == pb.STATUS_OVER:
             _reveal(stub, state, kept, out, timeout)
             return state
-        moves = result.legal_moves
-        action = bots[moves.seat](moves)
+        seat = state.to_move
+        asked = pb.SuggestMoveRequest(state=state, seat=seat, level=bots[seat])
+        action = call(stub.SuggestMove, asked).action
         request = pb.ApplyRequest(state=state, action=action, expected_seq=state.seq)
         result = call(stub.Apply, request)
         kept.actions.append(action)
@@ -204,7 +175,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags of `play`."""
     parser.add_argument("--target", default="localhost:50051", help="server address")
     parser.add_argument("--seed", default=None, help="match seed in hex (default: random)")
-    parser.add_argument("--names", nargs=2, default=("Greedy", "Random"), metavar="NAME")
+    parser.add_argument(
+        "--bots",
+        nargs=2,
+        default=("strong", "greedy"),
+        type=str.lower,
+        choices=tuple(LEVELS),
+        metavar="LEVEL",
+        help="level of seat 0 and of seat 1: random, greedy or strong (default strong greedy)",
+    )
+    parser.add_argument(
+        "--names", nargs=2, default=None, metavar="NAME", help="default: the levels' names"
+    )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call")
     parser.add_argument(
         "--record",
@@ -220,11 +202,15 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     except ValueError:
         print("--seed must be hexadecimal", file=sys.stderr)
         return 2
+    names = args.names or [level.capitalize() for level in args.bots]
+    if names[0] == names[1]:
+        names = [f"{names[0]} {seat}" for seat in (0, 1)]
+    bots = (LEVELS[args.bots[0]], LEVELS[args.bots[1]])
     with grpc.insecure_channel(args.target) as channel:
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
         kept = Kept()
         try:
-            play(stub, seed, (args.names[0], args.names[1]), out, args.timeout, kept=kept)
+            play(stub, seed, (names[0], names[1]), out, timeout=args.timeout, bots=bots, kept=kept)
         except grpc.RpcError as error:
             reason = reason_of(error)
             code = error.code().name + (f" {reason}" if reason else "")

@@ -18,13 +18,14 @@ from engine.events import (
     Trailed,
 )
 from engine.facts import MAX_PLANS
+from engine.infoset import InformationSet
 from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
 from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status
 from engine.validate import check_state
-from engine.view import HiddenDeal, SeatView, seat_events, seat_view
+from engine.view import HiddenDeal, SeatView, information_set, seat_events, seat_view
 
 __all__ = [
     "DEFAULT_WORK_LIMIT",
@@ -40,6 +41,7 @@ __all__ = [
     "HandScored",
     "HandStarted",
     "HiddenDeal",
+    "InformationSet",
     "LeftoversAwarded",
     "MatchOver",
     "Move",
@@ -57,6 +59,7 @@ __all__ = [
     "check_state",
     "code",
     "codes",
+    "information_set",
     "legal_actions",
     "legal_moves",
     "match_winner",

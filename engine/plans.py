@@ -54,6 +54,12 @@ _SWEEP_KINDS = (JACK_RANK, _SEVEN_D_KIND)
 _SEVEN_D_BLOCKERS_MASK = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_BASRA_BLOCKERS)
 # Per rank position: the cards of every smaller rank.
 _BELOW: tuple[int, ...] = tuple(sum(RANK_MASKS[:rank]) for rank in range(len(RANKS)))
+# Packed memo keys (see _plans_key): a kind or a value in the low bits, then a card mask.
+_KIND_BITS = _SEVEN_D_KIND.bit_length()
+_KIND_FIELD = (1 << _KIND_BITS) - 1
+_MASK_BITS = DECK_SIZE + 1  # a card mask, with room to spare
+_FLOOR_BITS = (1 << _MASK_BITS) - 1
+_LIMIT_SHIFT = _KIND_BITS + 1 + _MASK_BITS  # above the kind, the `others` bit and the floor
 
 
 @shows_codes
@@ -105,28 +111,67 @@ _RELEVANT: tuple[int, ...] = tuple(
 _Chain = tuple[int, "_Chain"] | None
 
 
+def plan_kind(card: Card) -> int:
+    """Return the memo kind of a played card: its rank, or a kind of its own for the 7D."""
+    return _KIND_OF[card]
+
+
+def relevant_mask(card: Card) -> int:
+    """The floor cards that can change the plans of `card`: on the rest of the floor, only
+    whether anything lies there matters (a capture of the whole floor is a Basra)."""
+    return _RELEVANT[_KIND_OF[card]]
+
+
 def plans_for(
     card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
 ) -> tuple[Plan, ...]:
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
     kind = _KIND_OF[card]
     relevant = floor_mask & _RELEVANT[kind]
-    raw, work = _plans_cached(kind, relevant, relevant != floor_mask, work_limit)
+    # _plans_key, written out: this is the hot path of every call.
+    key = (relevant << 1 | (relevant != floor_mask)) << _KIND_BITS | kind
+    raw, work = _plans_cached(
+        key if work_limit == DEFAULT_WORK_LIMIT else key | work_limit << _LIMIT_SHIFT
+    )
     if raw is None:
-        raise RuleError(
-            Reason.STATE_TOO_COMPLEX,
-            f"The floor is too complex to list capture plans within {work_limit} search steps.",
-            work_limit=work_limit,
-            work=work,
-        )
+        raise _too_complex(work_limit, work)
     return tuple(map(_as_plan, raw)) if raw else ()
+
+
+def plans_unmemoised(
+    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+) -> tuple[Plan, ...]:
+    """plans_for without keeping the answer in its memo, for a caller with a memo of its own.
+
+    The bot's search meets hundreds of thousands of floors no match reaches and keeps what
+    it needs of their plans itself (engine.bot.moves). Through plans_for, those floors would
+    push the floors of real play out of the memo, and each new entry (nested tuples, which
+    the collector untracks only a level per collection) would drift into the oldest
+    generation, for a full collection to walk: tens of milliseconds inside a call.
+    """
+    kind = _KIND_OF[card]
+    relevant = floor_mask & _RELEVANT[kind]
+    key = _plans_key(kind, relevant, relevant != floor_mask, work_limit)
+    raw, work = _plans_cached.__wrapped__(key)
+    if raw is None:
+        raise _too_complex(work_limit, work)
+    return tuple(map(_as_plan, raw)) if raw else ()
+
+
+def _too_complex(work_limit: int, work: int) -> RuleError:
+    return RuleError(
+        Reason.STATE_TOO_COMPLEX,
+        f"The floor is too complex to list capture plans within {work_limit} search steps.",
+        work_limit=work_limit,
+        work=work,
+    )
 
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
     kind = _KIND_OF[card]
     relevant = floor_mask & _RELEVANT[kind]
-    return _plans_cached(kind, relevant, relevant != floor_mask, work_limit)[1]
+    return _plans_cached(_plans_key(kind, relevant, relevant != floor_mask, work_limit))[1]
 
 
 # A plan as the memo keeps it: Plan's fields in a plain tuple. Plain tuples of ints are
@@ -141,11 +186,30 @@ _RawPlan = tuple[
 _as_plan: Callable[[_RawPlan], Plan] = partial(tuple.__new__, Plan)
 
 
+# The three memos below take one integer argument (the packed key) on purpose: lru_cache
+# then keys its dictionary by that integer, which the cyclic garbage collector never tracks.
+# With tuple keys, each new entry puts the whole dictionary back under the collector's watch
+# (CPython untracks a dict holding only untracked objects and tracks it again when a tracked
+# key comes in), and the next collections walk it entry by entry: pauses of milliseconds
+# with full memos, in the middle of calls.
+
+
+def _plans_key(kind: int, floor: int, others: bool, limit: int) -> int:
+    """The memo key of `_plans_cached`: every argument packed into one integer (the default
+    work limit as 0, which keeps the usual keys small and quick to hash)."""
+    key = (floor << 1 | others) << _KIND_BITS | kind
+    return key if limit == DEFAULT_WORK_LIMIT else key | limit << _LIMIT_SHIFT
+
+
 @lru_cache(maxsize=1 << 16)
-def _plans_cached(
-    kind: int, floor: int, others: bool, limit: int
-) -> tuple[tuple[_RawPlan, ...] | None, int]:
-    """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there."""
+def _plans_cached(key: int) -> tuple[tuple[_RawPlan, ...] | None, int]:
+    """Plans of a card kind on the relevant part of a floor; `others`: other cards lie there.
+
+    `key` packs (kind, floor, others, limit) as `_plans_key` does.
+    """
+    kind, others = key & _KIND_FIELD, bool(key >> _KIND_BITS & 1)
+    floor = key >> _KIND_BITS + 1 & _FLOOR_BITS
+    limit = key >> _LIMIT_SHIFT or DEFAULT_WORK_LIMIT
     if not floor:
         return (), 0
     if kind in _SWEEP_KINDS:
@@ -164,7 +228,7 @@ def _plans_cached(
             return (), 0
         return ((1, same_cards, same_cards, (), not others, False, same),), 0
     smaller_mask = floor & _BELOW[kind]
-    groups, work = _groups_on(value, smaller_mask, limit) if smaller_mask else ((), 0)
+    groups, work = _groups_on(_small_key(value, smaller_mask, limit)) if smaller_mask else ((), 0)
     if groups is None:
         return None, work
     if not groups:
@@ -197,15 +261,29 @@ _PACKED: tuple[int, ...] = tuple(
 _Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
 
 
+def _small_key(value: int, mask: int, limit: int) -> int:
+    """The memo key of `_groups_on` and `_abstract_plans`: (value, a mask, limit) packed."""
+    return (limit << _MASK_BITS | mask) << _VALUE_BITS | value
+
+
+def _unpack_small(key: int) -> tuple[int, int, int]:
+    """(value, mask, limit) of a key made by `_small_key`."""
+    return key & _VALUE_FIELD, key >> _VALUE_BITS & _FLOOR_BITS, key >> _VALUE_BITS + _MASK_BITS
+
+
 @lru_cache(maxsize=1 << 16)
-def _groups_on(value: int, smaller_mask: int, limit: int) -> tuple[tuple[_Taken, ...] | None, int]:
-    """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex."""
+def _groups_on(key: int) -> tuple[tuple[_Taken, ...] | None, int]:
+    """Per plan, the smaller cards taken (cards, mask, groups) for a value; None: too complex.
+
+    `key` packs (value, the smaller floor cards, limit) as `_small_key` does.
+    """
+    value, smaller_mask, limit = _unpack_small(key)
     shape = 0  # each rank's place with its cards moved to the low bits: only counts matter
     shift = 0
     while smaller_mask >> shift:
         shape |= _PACKED[(smaller_mask >> shift) & _PACK_CHUNK] << shift
         shift += _PACK_BITS
-    abstract = _abstract_plans(value, shape, limit)
+    abstract = _abstract_plans(_small_key(value, shape, limit))
     if abstract.work > limit:
         return None, abstract.work
     smaller = cards_of(smaller_mask)
@@ -231,6 +309,7 @@ REACHABLE_EXTRA_CARDS = FLOOR_CARDS - 1
 # Played values whose smaller cards can form groups (every numeric value but the lowest).
 GROUP_VALUES: tuple[int, ...] = tuple(sorted({v for v in RANK_VALUES if v}))[1:]
 _VALUE_BITS = max(RANK_VALUES).bit_length()
+_VALUE_FIELD = (1 << _VALUE_BITS) - 1
 # A key: the shape of the cards below the highest value, then the value.
 _KEY_BYTES = (_BELOW[RANK_VALUES.index(max(RANK_VALUES))].bit_length() + _VALUE_BITS + 7) // 8
 _LENGTH_BYTES = 2
@@ -242,11 +321,13 @@ _RANK_LOW_BIT: tuple[int, ...] = tuple(mask & -mask for mask in RANK_MASKS)
 
 
 @lru_cache(maxsize=1 << 14)
-def _abstract_plans(value: int, shape: int, limit: int) -> _Abstract:
+def _abstract_plans(key: int) -> _Abstract:
     """Plans over positions of the smaller cards, sorted by value then copy (= canonical).
 
-    `shape` holds, in the place of each smaller rank, as many low bits as cards of it.
+    `key` packs (value, shape, limit) as `_small_key` does; `shape` holds, in the place of
+    each smaller rank, as many low bits as cards of it.
     """
+    value, shape, limit = _unpack_small(key)
     record = _TABLE.get(shape << _VALUE_BITS | value)
     if record is not None:
         return _decode(record, limit)

@@ -9,6 +9,7 @@ from engine.cards import Card, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
 from engine.facts import SEATS
+from engine.infoset import InformationSet
 from engine.match import Move, PlanGenerator, legal_moves
 from engine.plans import DEFAULT_WORK_LIMIT, plans_for
 from engine.state import State, Status
@@ -81,6 +82,28 @@ def seat_view(
         legal_moves=legal_moves(state, work_limit, generate) if state.to_move == seat else (),
         seed_commitment=rng.commitment(state.seed),
         seed=state.seed if over else None,
+    )
+
+
+def information_set(state: State, seat: int) -> InformationSet:
+    """Return `seat`'s information set: what it has seen, for the bot (never hidden cards)."""
+    _check_seat(seat)
+    return InformationSet(
+        seat=seat,
+        seq=state.seq,
+        hand_number=state.hand_number,
+        dealer=state.dealer,
+        to_move=state.to_move,
+        hand=state.hands[seat],
+        floor=state.floor,
+        captured=state.captured,
+        basras=state.basras,
+        totals=state.totals,
+        carry=state.carry,
+        last_capturer=state.last_capturer,
+        opponent_hand_size=len(state.hands[1 - seat]),
+        deck_size=len(state.deck),
+        match_over=state.status is Status.OVER,
     )
 
 

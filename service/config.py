@@ -13,10 +13,14 @@ from dataclasses import field as dataclass_field
 from typing import Any
 
 import engine
-from service.handlers import DEFAULT_MAX_REPLAY_ACTIONS
+from engine.bot import Level
+from service.handlers import DEFAULT_BOT_MAX_BUDGET, DEFAULT_MAX_REPLAY_ACTIONS
 from service.logs import FORMATS, LEVELS
 
 IO_MODES = ("sync", "asyncio")
+BOT_LEVELS = tuple(level.lower() for level in Level)
+DEFAULT_BOT_MAX_DEALS = DEFAULT_BOT_MAX_BUDGET.deals
+DEFAULT_BOT_MAX_NODES = DEFAULT_BOT_MAX_BUDGET.nodes
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -42,6 +46,10 @@ class Config:
     max_connection_age_grace_seconds: float = 30.0
     plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
     max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
+    bot_level: str = "strong"
+    """Level of SuggestMove when a request leaves it unspecified."""
+    bot_max_deals: int = DEFAULT_BOT_MAX_DEALS
+    bot_max_nodes: int = DEFAULT_BOT_MAX_NODES
     metrics_dir: str | None = None
     """None: a fresh temporary directory."""
     io: str = "sync"
@@ -122,6 +130,9 @@ _PARSERS: Mapping[str, Callable[[str], Any]] = {
     "max_connection_age_grace_seconds": _seconds,
     "plan_work_limit": _at_least(1),
     "max_replay_actions": _at_least(0),
+    "bot_level": _choice(BOT_LEVELS),
+    "bot_max_deals": _at_least(1),
+    "bot_max_nodes": _at_least(1),
     "metrics_dir": _text,
     "io": _choice(IO_MODES),
     "signing_keys": _text,
@@ -149,6 +160,12 @@ _HELP: Mapping[str, str] = {
     "max_replay_actions": (
         f"most actions one Replay call may carry (default {DEFAULT_MAX_REPLAY_ACTIONS})"
     ),
+    "bot_level": "SuggestMove level when a request leaves it unspecified: "
+    "random, greedy or strong (default strong)",
+    "bot_max_deals": "most deals one SuggestMove may sample; a larger budget is refused "
+    f"BUDGET_TOO_LARGE (default {DEFAULT_BOT_MAX_DEALS})",
+    "bot_max_nodes": "most search nodes one SuggestMove may visit; a larger budget is refused "
+    f"BUDGET_TOO_LARGE (default {DEFAULT_BOT_MAX_NODES})",
     "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
     "io": "server flavour: sync (thread pool) or asyncio (default sync)",
     "signing_keys": "state signing keys 'kid:base64key,...', first signs (prefer the variable "

@@ -42,6 +42,7 @@ from engine import (
     parse_cards,
     seat_events,
 )
+from engine.bot import Level, Suggestion
 from engine.cards import Card
 from engine.facts import CODES, DECK_SIZE
 from service import wire
@@ -553,3 +554,34 @@ def event_from_proto(message: pb.Event) -> Event | HiddenDeal:
         _pair(over.totals, "match_over.totals")
         return MatchOver(over.winner, (over.totals[0], over.totals[1]))
     raise ValueError("the event sets none of its kinds")
+
+
+_LEVEL_TO_PROTO: dict[Level, pb.BotLevel] = {
+    Level.RANDOM: pb.BOT_LEVEL_RANDOM,
+    Level.GREEDY: pb.BOT_LEVEL_GREEDY,
+    Level.STRONG: pb.BOT_LEVEL_STRONG,
+}
+LEVELS: dict[int, Level] = {int(value): level for level, value in _LEVEL_TO_PROTO.items()}
+"""Engine level of each BotLevel (BOT_LEVEL_UNSPECIFIED is the server's default, not here)."""
+
+
+def _suggested(seat: int, card: Card, plan_id: int | None) -> pb.Action:
+    action = pb.Action(seat=seat, card=code(card))
+    if plan_id is not None:
+        action.plan_id = plan_id
+    return action
+
+
+def suggestion_to_proto(suggestion: Suggestion) -> pb.SuggestMoveResponse:
+    """Return the SuggestMove response of a suggestion."""
+    seat = suggestion.seat
+    return pb.SuggestMoveResponse(
+        action=_suggested(seat, suggestion.card, suggestion.plan_id),
+        candidates=[
+            pb.Candidate(action=_suggested(seat, c.card, c.plan_id), value=c.value, deals=c.deals)
+            for c in suggestion.candidates
+        ],
+        reason=suggestion.reason.value,
+        level=_LEVEL_TO_PROTO[suggestion.level],
+        work=pb.BotWork(deals=suggestion.deals, nodes=suggestion.nodes),
+    )

@@ -17,8 +17,10 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError
 
 import engine
-from engine import Move, RuleError, State
+from engine import Move, RuleError, State, bot
+from engine.facts import MAX_SEED_BYTES
 from engine.rng import commitment
+from engine.view import information_set
 from service import convert, errors, wire
 from service.signing import Keyring
 
@@ -34,6 +36,9 @@ H = TypeVar("H", bound=_Limited)
 
 DRAWN_SEED_BYTES = 32
 DEFAULT_MAX_REPLAY_ACTIONS = 10_000
+# The most work one SuggestMove may ask for by default: about four times the default deals
+# and nine times its nodes, some 100 ms of CPU at worst (docs/bot.md, "The budget").
+DEFAULT_BOT_MAX_BUDGET = bot.Budget(deals=64, nodes=20_000)
 
 
 def _refusing(
@@ -67,6 +72,10 @@ def _no_observation(seconds: float) -> None:
     """Default plan-timing observer: record nothing."""
 
 
+def _no_suggestion_observation(suggestion: bot.Suggestion, seconds: float) -> None:
+    """Default SuggestMove observer: record nothing."""
+
+
 def _draw_seed() -> bytes:
     """Draw a fresh random seed for a match whose caller sent none."""
     return secrets.token_bytes(DRAWN_SEED_BYTES)
@@ -80,11 +89,15 @@ class Limits:
     max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
     max_response_bytes: int | None = None
     """Largest response to send (None: no bound of the handlers' own)."""
+    bot_level: bot.Level = bot.Level.STRONG
+    """SuggestMove's level when a request leaves it unspecified."""
+    bot_max_budget: bot.Budget = DEFAULT_BOT_MAX_BUDGET
+    """The most work one SuggestMove may ask for; the default budget is capped by it."""
 
 
 @dataclass(frozen=True, slots=True)
 class Handlers:
-    """The five RPCs with their limits, a plan-timing observer, a seed source and signing keys.
+    """The six RPCs with their limits, observers, a seed source and signing keys.
 
     Each RPC takes its request message and returns the encoded response (its serializer on
     the server is the identity).
@@ -92,6 +105,8 @@ class Handlers:
 
     limits: Limits = field(default_factory=Limits)
     observe_plan_seconds: Callable[[float], None] = _no_observation
+    observe_suggestion: Callable[[bot.Suggestion, float], None] = _no_suggestion_observation
+    """Called with every suggestion and the seconds it took (metrics)."""
     draw_seed: Callable[[], bytes] = _draw_seed
     keyring: Keyring | None = None
     """Signing keys: when set, states go out sealed and must come back sealed."""
@@ -187,8 +202,67 @@ class Handlers:
             )
         return response.SerializeToString()
 
+    @_refusing
+    def suggest_move(self, request: pb.SuggestMoveRequest) -> bytes:
+        """Suggest an action for the seat to move, from that seat's information set alone."""
+        state = self._checked_state(request)
+        if not request.HasField("seat"):
+            raise errors.refusal(
+                engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
+            )
+        level = self._level(request.level)
+        if len(request.bot_seed) > MAX_SEED_BYTES:
+            raise errors.refusal(
+                engine.Reason.INVALID_SEED,
+                f"A bot seed has at most {MAX_SEED_BYTES} bytes, not {len(request.bot_seed)}.",
+                length=len(request.bot_seed),
+            )
+        budget = self._budget(request)
+        info = information_set(state, request.seat)
+        started = perf_counter()
+        suggestion = bot.suggest(info, level, request.bot_seed, budget, self.limits.plan_work_limit)
+        self.observe_suggestion(suggestion, perf_counter() - started)
+        return convert.suggestion_to_proto(suggestion).SerializeToString()
+
+    def _level(self, value: int) -> bot.Level:
+        """The engine level of a request's BotLevel (UNSPECIFIED: the configured default)."""
+        if value == pb.BOT_LEVEL_UNSPECIFIED:
+            return self.limits.bot_level
+        level = convert.LEVELS.get(value)
+        if level is None:
+            raise errors.refusal(
+                errors.INVALID_LEVEL,
+                f"{value} is not a BotLevel; use RANDOM, GREEDY, STRONG or leave it unset.",
+                level=value,
+            )
+        return level
+
+    def _budget(self, request: pb.SuggestMoveRequest) -> bot.Budget:
+        """The request's budget, a field left 0 taking the default; refused above the cap."""
+        cap = self.limits.bot_max_budget
+        default = bot.Budget(
+            min(bot.DEFAULT_BUDGET.deals, cap.deals), min(bot.DEFAULT_BUDGET.nodes, cap.nodes)
+        )
+        asked = request.budget
+        budget = bot.Budget(asked.deals or default.deals, asked.nodes or default.nodes)
+        if budget.deals > cap.deals or budget.nodes > cap.nodes:
+            raise errors.refusal(
+                errors.BUDGET_TOO_LARGE,
+                f"This server allows at most {cap.deals} deals and {cap.nodes} nodes per "
+                f"suggestion, not {budget.deals} and {budget.nodes}.",
+                deals=budget.deals,
+                nodes=budget.nodes,
+                max_deals=cap.deals,
+                max_nodes=cap.nodes,
+            )
+        return budget
+
     def _checked_state(
-        self, request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest
+        self,
+        request: pb.ApplyRequest
+        | pb.LegalMovesRequest
+        | pb.PlayerViewRequest
+        | pb.SuggestMoveRequest,
     ) -> State:
         """Return the request's state once its seal (if signing) and the engine accept it."""
         message = self._state_message(request)
@@ -197,7 +271,11 @@ class Handlers:
         return state
 
     def _state_message(
-        self, request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest
+        self,
+        request: pb.ApplyRequest
+        | pb.LegalMovesRequest
+        | pb.PlayerViewRequest
+        | pb.SuggestMoveRequest,
     ) -> pb.State:
         """The state message of a request: its plain state, or its sealed one once checked."""
         plain, sealed = request.HasField("state"), request.HasField("signed_state")

@@ -74,7 +74,12 @@ _ANSWER_TYPES: dict[str, type[pb.NewMatchResponse] | type[pb.ReplayResponse]] = 
 }
 
 
-_STATE_REQUESTS = (pb.ApplyRequest, pb.LegalMovesRequest, pb.PlayerViewRequest)
+_STATE_REQUESTS = (
+    pb.ApplyRequest,
+    pb.LegalMovesRequest,
+    pb.PlayerViewRequest,
+    pb.SuggestMoveRequest,
+)
 
 
 def _facts(method: str, request: object, response: object) -> dict[str, int]:
@@ -85,7 +90,9 @@ def _facts(method: str, request: object, response: object) -> dict[str, int]:
             facts["seq"] = request.state.seq
         if isinstance(request, pb.ApplyRequest) and request.action.HasField("seat"):
             facts["seat"] = request.action.seat
-        elif isinstance(request, pb.PlayerViewRequest) and request.HasField("seat"):
+        elif isinstance(request, pb.PlayerViewRequest | pb.SuggestMoveRequest) and request.HasField(
+            "seat"
+        ):
             facts["seat"] = request.seat
     elif isinstance(response, bytes) and method in _ANSWER_TYPES:
         facts["seq"] = _ANSWER_TYPES[method].FromString(response).state.seq

@@ -1,4 +1,5 @@
-"""Prometheus metrics: plan-generation timing, standard gRPC server series, refusals by reason.
+"""Prometheus metrics: plan-generation timing, standard gRPC server series, refusals by reason,
+the bot's time and work per suggestion.
 
 With several workers, prometheus-client runs in multiprocess mode: PROMETHEUS_MULTIPROC_DIR is
 set before any worker starts, each worker writes its values to files there, and the parent
@@ -23,6 +24,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from engine.bot import Suggestion
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -67,6 +70,12 @@ HANDLING_BUCKETS = (
 _CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 # How often a worker writes its tallied counts to the metric families.
 FLUSH_SECONDS = 1.0
+# One STRONG suggestion takes milliseconds; RANDOM and GREEDY take microseconds.
+SUGGEST_BUCKETS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0)
+# Work per suggestion: deals sampled (at most a few dozen) and search nodes (thousands).
+DEALS_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+NODES_BUCKETS = (0, 10, 100, 500, 1000, 2200, 5000, 10_000, 20_000, 100_000)
+_SUGGEST_FAMILIES = (SUGGEST_BUCKETS, DEALS_BUCKETS, NODES_BUCKETS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,9 @@ class Metrics:
     handled: Counter
     handling_seconds: Histogram
     refusals: Counter
+    suggest_seconds: Histogram
+    suggest_deals: Histogram
+    suggest_nodes: Histogram
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
@@ -115,6 +127,27 @@ class Metrics:
                 ("grpc_method", "reason"),
                 registry=registry,
             ),
+            suggest_seconds=Histogram(
+                "basra_suggest_seconds",
+                "Time the bot took to choose one SuggestMove action, by level.",
+                ("level",),
+                buckets=SUGGEST_BUCKETS,
+                registry=registry,
+            ),
+            suggest_deals=Histogram(
+                "basra_suggest_deals",
+                "Deals the bot sampled and searched for one SuggestMove, by level.",
+                ("level",),
+                buckets=DEALS_BUCKETS,
+                registry=registry,
+            ),
+            suggest_nodes=Histogram(
+                "basra_suggest_nodes",
+                "Search nodes the bot visited for one SuggestMove, by level.",
+                ("level",),
+                buckets=NODES_BUCKETS,
+                registry=registry,
+            ),
         )
 
 
@@ -145,6 +178,8 @@ class Tally:
         self._refusals: dict[tuple[str, str], int] = {}
         self._plan_buckets = [0] * (len(PLAN_BUCKETS) + 1)
         self._plan_seconds = 0.0
+        # Per level: for the seconds, the deals and the nodes, bucket counts and a sum.
+        self._suggestions: dict[str, list[tuple[list[int], float]]] = {}
         self._flush_lock = threading.Lock()
 
     def method(self, grpc_type: str, grpc_service: str, grpc_method: str) -> MethodTally:
@@ -176,6 +211,19 @@ class Tally:
             self._plan_buckets[index] += 1
             self._plan_seconds += seconds
 
+    def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
+        """Count one suggestion: its time and its work (deals, nodes), by level."""
+        values = (seconds, suggestion.deals, suggestion.nodes)
+        with self._lock:
+            tallies = self._suggestions.setdefault(
+                suggestion.level.value,
+                [([0] * (len(bounds) + 1), 0.0) for bounds in _SUGGEST_FAMILIES],
+            )
+            for which, (bounds, value) in enumerate(zip(_SUGGEST_FAMILIES, values, strict=True)):
+                buckets, total = tallies[which]
+                buckets[bisect_left(bounds, value)] += 1
+                tallies[which] = (buckets, total + value)
+
     def flush(self) -> None:
         """Write the counts gathered since the last flush to the metric families."""
         with self._flush_lock:  # two flushes at once would still add up, but in any order
@@ -191,6 +239,7 @@ class Tally:
                 plans = (self._plan_buckets, self._plan_seconds)
                 self._plan_buckets = [0] * len(self._plan_buckets)
                 self._plan_seconds = 0.0
+                suggestions, self._suggestions = self._suggestions, {}
             family = self.metrics
             for labels, started, handled, buckets, seconds in methods:
                 if started:
@@ -203,6 +252,10 @@ class Tally:
                 family.refusals.labels(method, reason).inc(count)
             if any(plans[0]):
                 _add_to_histogram(family.plan_seconds, *plans)
+            for level, tallies in suggestions.items():
+                histograms = (family.suggest_seconds, family.suggest_deals, family.suggest_nodes)
+                for histogram, (buckets, total) in zip(histograms, tallies, strict=True):
+                    _add_to_histogram(histogram.labels(level), buckets, total)
 
     def flush_every(self, seconds: float) -> Callable[[], None]:
         """Flush on a daemon thread every `seconds`; return a function that stops it and

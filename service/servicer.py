@@ -32,6 +32,7 @@ METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "LegalMoves": (pb.LegalMovesRequest, pb.LegalMovesResponse),
     "PlayerView": (pb.PlayerViewRequest, pb.PlayerViewResponse),
     "Replay": (pb.ReplayRequest, pb.ReplayResponse),
+    "SuggestMove": (pb.SuggestMoveRequest, pb.SuggestMoveResponse),
 }
 
 Req = TypeVar("Req")
@@ -115,6 +116,10 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
         """Replay a match."""
         return _answer(self._handlers.replay, request, context)
 
+    def SuggestMove(self, request: Any, context: grpc.ServicerContext) -> bytes:
+        """Suggest a move for the seat to move."""
+        return _answer(self._handlers.suggest_move, request, context)
+
 
 def _answer(
     handler: Callable[[Req], bytes], request: Req | Unreadable, context: grpc.ServicerContext
@@ -160,6 +165,10 @@ class AsyncRulesServicer(rules_pb2_grpc.RulesServiceServicer):
     async def Replay(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         """Replay a match."""
         return await _answer_async(self._handlers.replay, request, context)
+
+    async def SuggestMove(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """Suggest a move for the seat to move."""
+        return await _answer_async(self._handlers.suggest_move, request, context)
 
 
 async def _answer_async(

@@ -38,6 +38,9 @@ CONTRACT_DEFAULTS: Mapping[str, str] = {
     "BASRA_MAX_CONNECTION_AGE_GRACE_SECONDS": "30",
     "BASRA_PLAN_WORK_LIMIT": "10000",
     "BASRA_MAX_REPLAY_ACTIONS": "10000",
+    "BASRA_BOT_LEVEL": "strong",
+    "BASRA_BOT_MAX_DEALS": "64",
+    "BASRA_BOT_MAX_NODES": "20000",
     "BASRA_TRACING": "false",
 }
 # Where the chart deliberately departs from the server's defaults, and why.

@@ -279,6 +279,9 @@ def test_every_server_value_reaches_its_variable() -> None:
             "graceSeconds": 20,
             "planWorkLimit": 5000000,
             "maxReplayActions": 20000,
+            "botLevel": "greedy",
+            "botMaxDeals": 128,
+            "botMaxNodes": 5000000,
             "metricsDir": "/var/run/m",
         },
         "terminationGracePeriodSeconds": 40,
@@ -297,6 +300,9 @@ def test_every_server_value_reaches_its_variable() -> None:
     assert env["BASRA_GRACE_SECONDS"] == "20"
     assert env["BASRA_PLAN_WORK_LIMIT"] == "5000000"
     assert env["BASRA_MAX_REPLAY_ACTIONS"] == "20000"
+    assert env["BASRA_BOT_LEVEL"] == "greedy"
+    assert env["BASRA_BOT_MAX_DEALS"] == "128"
+    assert env["BASRA_BOT_MAX_NODES"] == "5000000"
     assert env["BASRA_METRICS_DIR"] == "/var/run/m"
     assert server["readinessProbe"]["grpc"]["port"] == 6000
     assert {p["name"]: p["containerPort"] for p in server["ports"]} == {

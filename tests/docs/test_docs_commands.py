@@ -188,6 +188,37 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15": Run(
         extra=("--repeats", "1")
     ),
+    "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --procs 2 --json-out /tmp/ladder.json": (
+        Run(extra=("--seeds", "2"))
+    ),
+    (
+        "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --start "
+        "1000 --procs 2 --json-out /tmp/ladder2.json"
+    ): Run(extra=("--seeds", "2")),
+    ".venv/bin/python benchmarks/bot_ladder.py --merge /tmp/ladder.json /tmp/ladder2.json": Run(
+        after=(
+            "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --procs 2 --json-out "
+            "/tmp/ladder.json",
+            "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 "
+            "--start 1000 --procs 2 --json-out /tmp/ladder2.json",
+        )
+    ),
+    "taskset -c 1 .venv/bin/python benchmarks/bot_time.py": Run(
+        extra=("--matches", "1", "--warm", "1")
+    ),
+    (
+        "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --nodes "
+        "3200 --procs 2 --json-out /tmp/ladder3200.json"
+    ): Run(extra=("--seeds", "2")),
+    "taskset -c 1 .venv/bin/python benchmarks/bot_time.py --nodes 3200": Run(
+        extra=("--matches", "1", "--warm", "1")
+    ),
+    ".venv/bin/python benchmarks/rpc_cpu.py --json-out /tmp/rpc.json": Run(
+        extra=("--rounds", "1", "--scale", "0.05")
+    ),
+    "nice -n 10 .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2": Run(
+        extra=("--matches", "2", "--procs", "1")
+    ),
     # RELIABILITY.md
     (
         ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
@@ -218,6 +249,8 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "nice -n 10 .venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics "
         "--rate 200 --tables 8 --sample-every 300 --seed 8 --json /tmp/soak.json"
     ): Run(extra=("--duration", "2", "--sample-every", "1")),
+    # docs/bot.md
+    ".venv/bin/basra-rules play --bots strong greedy": Run(server="--target"),
     # docs/deploy.md
     "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": DOCKER,
     (

@@ -76,10 +76,11 @@ def test_states_moves_plans_and_views_print_codes() -> None:
 
 
 def _card_holders() -> list[type[Any]]:
-    """Every class of the engine with a field annotated as holding cards."""
+    """Every class of the engine (its subpackages too) with a field annotated as holding
+    cards."""
     found: dict[str, type[Any]] = {}
-    for module in pkgutil.iter_modules(engine.__path__):
-        loaded = importlib.import_module(f"engine.{module.name}")
+    for module in pkgutil.walk_packages(engine.__path__, "engine."):
+        loaded = importlib.import_module(module.name)
         for cls in vars(loaded).values():
             if inspect.isclass(cls) and cls.__module__ == loaded.__name__:
                 annotations = getattr(cls, "__annotations__", {})

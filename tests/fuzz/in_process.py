@@ -186,6 +186,7 @@ class Run:
             "LegalMoves": self.handlers.legal_moves,
             "PlayerView": self.handlers.player_view,
             "Replay": self.handlers.replay,
+            "SuggestMove": self.handlers.suggest_move,
         }
         self.old: dict[str, Callable[[bytes, Callable[[float], None]], bytes]] = {
             "Apply": old.apply,
@@ -287,6 +288,9 @@ def _valid(rpc: str, state: pb.State, rnd: random.Random) -> bytes:
         "LegalMoves": pb.LegalMovesRequest(state=state),
         "PlayerView": pb.PlayerViewRequest(state=state, seat=1),
         "Replay": pb.ReplayRequest(seed=state.seed, actions=[action]),
+        "SuggestMove": pb.SuggestMoveRequest(
+            state=state, seat=state.to_move, level=pb.BOT_LEVEL_GREEDY, bot_seed=b"fuzz"
+        ),
     }
     return made[rpc].SerializeToString()
 

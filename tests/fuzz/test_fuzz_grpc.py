@@ -262,6 +262,7 @@ BY_METHOD: dict[str, Callable[[Any], Any]] = {
     "LegalMoves": HANDLERS.legal_moves,
     "PlayerView": HANDLERS.player_view,
     "Replay": HANDLERS.replay,
+    "SuggestMove": HANDLERS.suggest_move,
 }
 
 
@@ -365,6 +366,29 @@ def test_legal_actions_on_valid_states_always_succeed(
 
 
 @FUZZ
+@given(data=st.data())
+def test_suggest_move_on_mutated_states_with_random_fields(
+    channel: grpc.Channel, tally: Counter[str], data: st.DataObject
+) -> None:
+    """Every field of SuggestMove at random, states mutated: an answer or a clean refusal,
+    and the same one as the handlers in this process give (budgets kept small, so that
+    accepted ones stay quick)."""
+    state = data.draw(state_message())
+    request = pb.SuggestMoveRequest(state=state)
+    seat = data.draw(st.one_of(st.none(), st.integers(0, 1), INT32))
+    if seat is not None:
+        request.seat = seat
+    request.level = data.draw(st.one_of(st.integers(0, 3), INT32))  # type: ignore[assignment]
+    request.bot_seed = data.draw(st.binary(max_size=80))
+    if data.draw(st.booleans()):
+        deals = data.draw(st.one_of(st.integers(0, 8), UINT32))
+        nodes = data.draw(st.one_of(st.integers(0, 800), UINT32))
+        request.budget.CopyFrom(pb.BotWork(deals=deals, nodes=nodes))
+    if check_call(channel, tally, "SuggestMove", request.SerializeToString()) is not None:
+        _accepted_state(state)
+
+
+@FUZZ
 @given(
     seed=st.binary(max_size=80),
     labels=st.lists(TEXT, max_size=3),
@@ -412,6 +436,9 @@ def test_valid_requests_with_flipped_bytes(
         "LegalMoves": pb.LegalMovesRequest(state=state),
         "PlayerView": pb.PlayerViewRequest(state=state, seat=1),
         "Replay": pb.ReplayRequest(seed=state.seed, actions=[pb.Action(seat=0, card="AC")]),
+        "SuggestMove": pb.SuggestMoveRequest(
+            state=state, seat=state.to_move, level=pb.BOT_LEVEL_GREEDY, bot_seed=b"fuzz"
+        ),
     }
     body = bytearray(valid[method].SerializeToString())
     for _ in range(data.draw(st.integers(1, 3))):

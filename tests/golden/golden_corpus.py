@@ -46,6 +46,7 @@ HANDLER_NAMES: Mapping[str, str] = {
     "LegalMoves": "legal_moves",
     "PlayerView": "player_view",
     "Replay": "replay",
+    "SuggestMove": "suggest_move",
 }
 OK = "OK"
 # A message type's descriptor (protobuf's pure-Python and upb descriptors read the same way).

@@ -574,6 +574,64 @@ def wire_quirks(rec: Recorder, mode: str, match: Played) -> None:
     call("LegalMoves", b"", "an empty body: no state", no_state)
 
 
+def suggestions(rec: Recorder, mode: str, matches: Sequence[Played]) -> None:
+    """SuggestMove: every level along both matches (last rounds and several plans included),
+    bot seeds, budgets, the server's default level, and every refusal it can give."""
+    file = f"{mode}-suggest"
+    call = rec.calls(file, mode)
+    levels = (pb.BOT_LEVEL_RANDOM, pb.BOT_LEVEL_GREEDY, pb.BOT_LEVEL_STRONG)
+    for match in matches:
+        for number, result in enumerate(match.results[:-1]):
+            if number % 7:
+                continue
+            seat, seq = result.state.to_move, result.state.seq
+            level = levels[number // 7 % 3]
+            request = pb.SuggestMoveRequest(**held(mode, result), seat=seat, level=level)
+            call("SuggestMove", request, f"seq {seq}, {pb.BotLevel.Name(level)}")
+    result = _find(
+        matches, lambda moves: any(len(m.plans) > 1 for m in moves), "a card has several plans"
+    )
+    last = next(
+        r for r in matches[0].results[:-1] if not r.state.deck and len(r.legal_moves.moves) > 1
+    )
+    seat, seq = result.state.to_move, result.state.seq
+
+    def suggest(note: str, want: str = OK, on: Any = result, **fields: Any) -> None:
+        fields.setdefault("seat", on.state.to_move)
+        call("SuggestMove", pb.SuggestMoveRequest(**held(mode, on), **fields), note, want)
+
+    suggest(f"seq {seq}: several plans, the default level and budget")
+    suggest(f"seq {seq}: several plans, GREEDY", level=pb.BOT_LEVEL_GREEDY)
+    suggest(f"seq {seq}: a bot seed", bot_seed=b"golden bot seed", level=pb.BOT_LEVEL_STRONG)
+    suggest(f"seq {seq}: a 64-byte bot seed, RANDOM", bot_seed=bytes(64), level=1)
+    suggest(f"seq {seq}: a budget of 2 deals, 300 nodes", budget=pb.BotWork(deals=2, nodes=300))
+    suggest(f"seq {seq}: 1 node: no deal fits", budget=pb.BotWork(nodes=1))
+    suggest(f"seq {seq}: the most deals allowed", budget=pb.BotWork(deals=64, nodes=4000))
+    suggest(f"seq {last.state.seq}: the last round, solved", on=last)
+    suggest(f"seq {seq}: 65 deals", "BUDGET_TOO_LARGE", budget=pb.BotWork(deals=65))
+    suggest(f"seq {seq}: 20001 nodes", "BUDGET_TOO_LARGE", budget=pb.BotWork(nodes=20001))
+    unknown = pb.SuggestMoveRequest(**held(mode, result), seat=seat)
+    unknown.level = 9  # type: ignore[assignment]  # not a BotLevel: what an old client may send
+    call("SuggestMove", unknown, f"seq {seq}: level 9", "INVALID_LEVEL")
+    suggest(f"seq {seq}: a 65-byte bot seed", "INVALID_SEED", bot_seed=bytes(65))
+    suggest(f"seq {seq}: the other seat", "NOT_YOUR_TURN", seat=1 - seat)
+    suggest(f"seq {seq}: seat 2", "INVALID_SEAT", seat=2)
+    call(
+        "SuggestMove",
+        pb.SuggestMoveRequest(**held(mode, result)),
+        f"seq {seq}: no seat",
+        "INVALID_SEAT",
+    )
+    final = matches[0].results[-1]
+    suggest("the match is over", "MATCH_OVER", on=final, seat=0)
+    call(
+        "SuggestMove",
+        pb.SuggestMoveRequest(seat=0),
+        "no state",
+        "INVALID_STATE" if mode == "unsigned" else "BAD_SIGNATURE",
+    )
+
+
 def limits(rec: Recorder, mode: str, match: Played) -> None:
     """A server with tight limits: request and response sizes, Replay's action count."""
     profile = f"{mode}-tight"
@@ -619,6 +677,7 @@ def record() -> dict[str, Any]:
         too_complex(rec, mode, keyring)
         wire_quirks(rec, mode, played[0])
         limits(rec, mode, played[0])
+        suggestions(rec, mode, played)
     CORPUS_DIR.mkdir(parents=True, exist_ok=True)
     names = []
     for file, cases in rec.files.items():

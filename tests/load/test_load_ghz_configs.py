@@ -48,6 +48,7 @@ def test_there_is_a_config_for_each_load_tested_rpc() -> None:
         "basra.v1.RulesService.NewMatch",
         "basra.v1.RulesService.Apply",
         "basra.v1.RulesService.LegalMoves",
+        "basra.v1.RulesService.SuggestMove",
     }
 
 

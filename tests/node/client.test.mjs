@@ -3,7 +3,8 @@
 // The test starts the server itself as a child process on a loopback port the server chooses
 // (read from its "serving" log line), checks that its health reports SERVING, plays one whole
 // hand (48 plays) from the legal moves the server returns, checks how refusals are reported,
-// and stops the server at the end.
+// plays a few moves suggested by SuggestMove at each bot level, and stops the server at the
+// end.
 //
 // Run from this folder: `npm ci && node --test`. The server command is
 // <repo>/.venv/bin/basra-rules unless BASRA_RULES_BIN names another executable.
@@ -369,6 +370,43 @@ test('a refusal carries one google.rpc.ErrorInfo detail with its reason', async 
     (error) => {
       assert.equal(error.code, grpc.status.INVALID_ARGUMENT);
       assert.ok(errorInfoOf(error).reason.length > 0, 'the reason is named');
+      return true;
+    },
+  );
+});
+
+test('SuggestMove gives an action Apply takes, at every level, and refuses like the others', async () => {
+  let result = await unary(rules, 'NewMatch', { seed: Buffer.from('node-client-bot') });
+  const levels = ['BOT_LEVEL_RANDOM', 'BOT_LEVEL_GREEDY', 'BOT_LEVEL_STRONG'];
+  // A few plays, each level in turn: the suggested action goes to Apply unchanged.
+  for (let turn = 0; turn < 9; turn += 1) {
+    const { state } = result;
+    const level = levels[turn % levels.length];
+    const suggestion = await unary(rules, 'SuggestMove', { state, seat: state.to_move, level });
+    assert.equal(suggestion.level, level);
+    assert.equal(suggestion.action.seat ?? 0, state.to_move ?? 0);
+    assert.ok(state.seats[state.to_move ?? 0].hand.includes(suggestion.action.card));
+    assert.deepEqual(suggestion.candidates[0].action, suggestion.action, 'best first');
+    assert.ok(suggestion.reason.length > 0, 'a reason code is given');
+    if (level === 'BOT_LEVEL_STRONG' && suggestion.reason !== 'ONLY_MOVE') {
+      assert.ok(suggestion.work.deals > 0 && suggestion.work.nodes > 0, 'the work is reported');
+    }
+    result = await unary(rules, 'Apply', { state, action: suggestion.action });
+    assert.equal(result.state.seq, (state.seq ?? 0) + 1);
+  }
+
+  const { state } = result;
+  const other = 1 - (state.to_move ?? 0);
+  await assert.rejects(unary(rules, 'SuggestMove', { state, seat: other }), (error) => {
+    assert.equal(error.code, grpc.status.FAILED_PRECONDITION);
+    assert.equal(errorInfoOf(error).reason, 'NOT_YOUR_TURN');
+    return true;
+  });
+  await assert.rejects(
+    unary(rules, 'SuggestMove', { state, seat: state.to_move, budget: { deals: 1000000 } }),
+    (error) => {
+      assert.equal(error.code, grpc.status.RESOURCE_EXHAUSTED);
+      assert.equal(errorInfoOf(error).reason, 'BUDGET_TOO_LARGE');
       return true;
     },
   );

@@ -6,6 +6,8 @@ import asyncio
 import io
 import json
 import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +29,10 @@ from service.config import Config
 from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
-from service.metrics import Metrics, Tally
+from service.metrics import FLUSH_SECONDS, Metrics, Tally
 from service.server import AsyncServer, SyncServer, build_async, build_sync
 from service.servicer import METHODS, RulesServicer
+from testkit.harness import ServedProcess
 
 if TYPE_CHECKING:
     from service.tracing import Tracing
@@ -214,3 +217,28 @@ def finished_match(seed: bytes) -> tuple[State, list[Action]]:
             actions.append(action)
     assert final is not None
     return final, actions
+
+
+def scrape(server: ServedProcess) -> dict[str, float]:
+    """The samples a served process's /metrics shows, by name and labels."""
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def scrape_until(
+    server: ServedProcess, done: Callable[[dict[str, float]], bool]
+) -> dict[str, float]:
+    """Scrape /metrics until `done` holds (workers write their counts every FLUSH_SECONDS)."""
+    deadline = time.monotonic() + 10 * FLUSH_SECONDS + 5
+    samples = scrape(server)
+    while not done(samples) and time.monotonic() < deadline:
+        time.sleep(FLUSH_SECONDS / 10)
+        samples = scrape(server)
+    return samples

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
-from service_support import REPO
+from service_support import REPO, scrape, scrape_until
 
 from service.metrics import FLUSH_SECONDS
 from testkit import harness
@@ -46,30 +45,6 @@ def _stub(port: int) -> tuple[grpc.Channel, rules_pb2_grpc.RulesServiceStub]:
     options = [("grpc.use_local_subchannel_pool", 1)]
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
     return channel, rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
-
-
-def _scrape(server: ServedProcess) -> dict[str, float]:
-    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
-
-
-def _scrape_until(
-    server: ServedProcess, done: Callable[[dict[str, float]], bool]
-) -> dict[str, float]:
-    """Scrape /metrics until `done` holds (workers write their counts every FLUSH_SECONDS)."""
-    deadline = time.monotonic() + 10 * FLUSH_SECONDS + 5
-    samples = _scrape(server)
-    while not done(samples) and time.monotonic() < deadline:
-        time.sleep(FLUSH_SECONDS / 10)
-        samples = _scrape(server)
-    return samples
 
 
 UNARY = 'grpc_method="{}",grpc_service="basra.v1.RulesService",grpc_type="UNARY"'
@@ -105,7 +80,7 @@ def _rpc_workers(server: ServedProcess) -> set[int]:
 
 def test_metrics_are_aggregated_across_workers(served: ServedProcess) -> None:
     """/metrics on the parent holds the sums of both workers' series, histogram included."""
-    before = _scrape(served)
+    before = scrape(served)
     made = 0
     # The kernel spreads connections over the workers by a hash; connect until both served
     # (the log lines that say so are read in the background, hence a deadline, not a count).
@@ -118,7 +93,7 @@ def test_metrics_are_aggregated_across_workers(served: ServedProcess) -> None:
         time.sleep(0.05)  # the log reader may not have caught up yet
     methods = ("NewMatch", "Apply")
     handled_before = _handled(before, *methods)
-    after = _scrape_until(served, lambda now: _handled(now, *methods) - handled_before >= made)
+    after = scrape_until(served, lambda now: _handled(now, *methods) - handled_before >= made)
     unary = UNARY
 
     def delta(name: str) -> float:
@@ -139,7 +114,7 @@ def test_metrics_are_aggregated_across_workers(served: ServedProcess) -> None:
 def test_refusals_are_counted_by_reason(served: ServedProcess) -> None:
     """A refused call shows up in basra_refusals_total under its reason."""
     name = 'basra_refusals_total{grpc_method="Apply",reason="SEQ_MISMATCH"}'
-    before = _scrape(served).get(name, 0.0)
+    before = scrape(served).get(name, 0.0)
     channel, stub = _stub(served.port)
     with channel:
         result = stub.NewMatch(pb.NewMatchRequest(seed=SEED), timeout=5)
@@ -148,7 +123,7 @@ def test_refusals_are_counted_by_reason(served: ServedProcess) -> None:
         with pytest.raises(grpc.RpcError) as raised:
             stub.Apply(stale, timeout=5)
     assert raised.value.code() is grpc.StatusCode.ABORTED
-    after = _scrape_until(served, lambda now: now.get(name, 0.0) > before)
+    after = scrape_until(served, lambda now: now.get(name, 0.0) > before)
     assert after.get(name, 0.0) == before + 1
 
 

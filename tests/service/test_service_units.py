@@ -48,6 +48,9 @@ CONTRACT = {
         500,
     ),
     "max_replay_actions": ("--max-replay-actions", "BASRA_MAX_REPLAY_ACTIONS", 10000, "7", 7),
+    "bot_level": ("--bot-level", "BASRA_BOT_LEVEL", "strong", "GREEDY", "greedy"),
+    "bot_max_deals": ("--bot-max-deals", "BASRA_BOT_MAX_DEALS", 64, "8", 8),
+    "bot_max_nodes": ("--bot-max-nodes", "BASRA_BOT_MAX_NODES", 20000, "900", 900),
     "metrics_dir": ("--metrics-dir", "BASRA_METRICS_DIR", None, "/tmp/m", "/tmp/m"),
 }
 
@@ -118,6 +121,8 @@ def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> 
         (["--grace-seconds", "-1"], {}, "--grace-seconds"),
         (["--max-message-bytes", "10"], {}, "--max-message-bytes"),
         (["--io", "threads"], {}, "--io"),
+        ([], {"BASRA_BOT_LEVEL": "genius"}, "BASRA_BOT_LEVEL"),
+        (["--bot-max-nodes", "0"], {}, "--bot-max-nodes"),
     ],
 )
 def test_bad_values_are_refused_naming_their_source(
@@ -171,6 +176,7 @@ def test_every_reason_has_its_status_code() -> None:
         "TOO_MANY_ACTIONS",
         "REQUEST_TOO_LARGE",
         "RESPONSE_TOO_LARGE",
+        "BUDGET_TOO_LARGE",
     }
     for engine_reason in engine.Reason:
         assert engine_reason.value in errors.known_reasons()

@@ -1,0 +1,408 @@
+"""Alpha-beta over one sampled deal, where both hands are known (docs/bot.md, "Search").
+
+Negamax with fail-soft alpha-beta and a transposition table, on bitmask positions. Within
+the current round both hands are known in a sampled deal, so nothing else needs sampling:
+the search stops at the end of the round (new cards would come from the deck, whose order
+is unknown), or at a depth limit, and scores what it reaches with engine.bot.evaluation. In
+the last round of a hand, with the deck empty, the search runs to the end of the hand and
+scores it exactly: leftovers to the last capturer, the majority, and whether the hand ends
+the match.
+
+A search value is for the seat to move, in thousandths of a point, and counts only what
+happens from the searched position on; each play adds the points it takes (special cards
+and Basras). The functions are closures over one deal's constants: a node is the hottest
+code of the service, and local names are the cheapest lookups CPython has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from engine.bot.evaluation import (
+    EXPOSURE,
+    FLOOR_CARD,
+    FLOOR_POINTS,
+    MAJORITY_SHARE,
+)
+from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, clearers, points_of, steps_on
+from engine.cards import Card, mask_of
+from engine.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
+
+INFINITY = 1 << 50
+WIN_VALUE = 1000 * MILLI
+"""What ending the match as its winner is worth to the exact solver, beyond the points."""
+# Move ordering: bigger gains first, counting a card taken as this many thousandths.
+_ORDER_CARD = 300
+
+Hand = tuple[Card, ...]
+Play = tuple[int, int, int]
+"""A play at the root, as the search takes it: (the floor after it, the points it gains in
+thousandths, the cards it puts on the pile)."""
+
+
+class OutOfNodes(Exception):  # noqa: N818 (a budget running out, not an error)
+    """The node budget of a deal ran out before its search finished."""
+
+
+def _first(item: tuple[int, int, int, int, Hand]) -> int:
+    return item[0]
+
+
+def root_values(
+    moves: Sequence[tuple[Card, Play]], hand: Hand, value_of: Callable[[Play, Hand], int]
+) -> list[int]:
+    """Values of the root moves; cards that play alike with the same play share one search."""
+    done: dict[tuple[int, Play], int] = {}
+    out: list[int] = []
+    for card, play in moves:
+        key = (EQUIVALENCE[card], play)
+        if key not in done:
+            i = hand.index(card)
+            done[key] = value_of(play, hand[:i] + hand[i + 1 :])
+        out.append(done[key])
+    return out
+
+
+class RoundSearch:
+    """Search of the rest of the current round in one sampled deal, `depth` plies at most."""
+
+    __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
+
+    def __init__(self, majority_points: int, deck_mask: int, node_limit: int, depth: int) -> None:
+        self.depth = depth
+        self._negamax, self._round_over, self._nodes = _round_search(
+            majority_points, deck_mask, node_limit
+        )
+
+    @property
+    def nodes(self) -> int:
+        """Nodes visited so far."""
+        return self._nodes()
+
+    def values(
+        self,
+        moves: Sequence[tuple[Card, Play]],
+        hand: Hand,
+        other: Hand,
+        counts: tuple[int, int],
+    ) -> list[int]:
+        """Value of each root move for the seat holding `hand` (its pile, the other's)."""
+        negamax, round_over, depth = self._negamax, self._round_over, self.depth
+        theirs = mask_of(other)
+
+        def value(play: Play, rest: Hand) -> int:
+            after, gain, taken = play
+            if not other and not rest:
+                # The round's last play: no search below it, but one node of work.
+                return gain - round_over(after, counts[1], counts[0] + taken, True)
+            return gain - negamax(
+                theirs,
+                mask_of(rest),
+                after,
+                counts[1],
+                counts[0] + taken,
+                depth - 1,
+                -INFINITY,
+                INFINITY,
+            )
+
+        return root_values(moves, hand, value)
+
+
+def _round_search(
+    majority: int, deck_mask: int, node_limit: int
+) -> tuple[
+    Callable[[int, int, int, int, int, int, int, int], int],
+    Callable[[int, int, int, bool], int],
+    Callable[[], int],
+]:
+    """The negamax of one deal, its round-end evaluation and its node counter."""
+    exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
+    share = MAJORITY_SHARE
+    relevant_of = RELEVANT
+    table: dict[int, tuple[int, int]] = {}
+    nodes = 0
+
+    def round_over(floor: int, mine: int, theirs: int, counted: bool = False) -> int:
+        """The round is over: value for the seat that plays first in the next one.
+
+        `counted`: count this position as a node (the inner callers count their own).
+        """
+        nonlocal nodes
+        if counted:
+            if nodes >= node_limit:
+                raise OutOfNodes
+            nodes += 1
+        value = majority * share[mine][theirs]
+        if not floor:
+            return value
+        return (
+            value
+            + exposure[(clearers(floor) & deck_mask).bit_count()]
+            + FLOOR_CARD * floor.bit_count()
+            + FLOOR_POINTS * points_of(floor) // MILLI
+        )
+
+    def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
+        mover: int,
+        other: int,
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int,
+        beta: int,
+    ) -> int:
+        nonlocal nodes
+        if nodes >= node_limit:
+            raise OutOfNodes
+        nodes += 1
+        best = -INFINITY
+        if not mover & (mover - 1):
+            # One card left: no choice of card, no transpositions worth a table entry.
+            card = mover.bit_length() - 1
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            if not other:
+                # The round's last play: each step ends the round.
+                for moved, gain, taken in zip(items, items, items, strict=True):
+                    if nodes >= node_limit:
+                        raise OutOfNodes
+                    nodes += 1
+                    value = gain - round_over(floor ^ moved, theirs, mine + taken)
+                    if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                        best = value
+                return best
+            if depth <= 1:
+                for _moved, gain, taken in zip(items, items, items, strict=True):
+                    if nodes >= node_limit:
+                        raise OutOfNodes
+                    nodes += 1
+                    value = gain - majority * share[theirs][mine + taken]
+                    if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                        best = value
+                return best
+            for moved, gain, taken in zip(items, items, items, strict=True):
+                value = gain - negamax(
+                    other,
+                    0,
+                    floor ^ moved,
+                    theirs,
+                    mine + taken,
+                    depth - 1,
+                    gain - beta,
+                    gain - alpha,
+                )
+                if value > best:
+                    best = value
+                    if value > alpha:
+                        alpha = value
+                        if alpha >= beta:
+                            break
+            return best
+        # The position as one integer: both hands, the floor and this seat's pile count
+        # (the other's follows from them); the depth left follows from the hands.
+        key = (((mover << 52 | other) << 52 | floor) << 6) | mine
+        bounds = table.get(key)
+        if bounds is not None:
+            low, high = bounds
+            if low >= beta:
+                return low
+            if high <= alpha or low == high:
+                return high
+            alpha = max(alpha, low)
+            beta = min(beta, high)
+        else:
+            low, high = -INFINITY, INFINITY
+        start = alpha
+        children: list[tuple[int, int, int, int, int]] = []
+        tried = 0
+        left = mover
+        while left:
+            bit = left & -left
+            left ^= bit
+            card = bit.bit_length() - 1
+            kind = EQUIVALENCE[card]
+            if tried & kind:
+                continue
+            tried |= kind
+            rest = mover ^ bit
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            for moved, gain, taken in zip(items, items, items, strict=True):
+                children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
+        children.sort(reverse=True)
+        if depth <= 1:
+            for _, _after, gain, taken, _rest in children:
+                if nodes >= node_limit:
+                    raise OutOfNodes
+                nodes += 1
+                value = gain - majority * share[theirs][mine + taken]
+                if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                    best = value
+        else:
+            for _, after, gain, taken, rest in children:
+                value = gain - negamax(
+                    other, rest, after, theirs, mine + taken, depth - 1, gain - beta, gain - alpha
+                )
+                if value > best:
+                    best = value
+                    if value > alpha:
+                        alpha = value
+                        if alpha >= beta:
+                            break
+        if best <= start:
+            high = best
+        elif best >= beta:
+            low = best
+        else:
+            low = high = best
+        table[key] = (low, high)
+        return best
+
+    def count() -> int:
+        return nodes
+
+    return negamax, round_over, count
+
+
+class EndgameSolver:
+    """Exact search of the last round of a hand (deck empty: both hands known), to its end."""
+
+    __slots__ = ("_nodes", "_solve")
+
+    def __init__(self, majority_points: int, totals: tuple[int, int], node_limit: int) -> None:
+        """`totals`: match totals of the non-dealer (who moves when the hand ends), then of
+        the dealer."""
+        self._solve, self._nodes = _endgame(majority_points, totals, node_limit)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes visited so far."""
+        return self._nodes()
+
+    def values(
+        self,
+        moves: Sequence[tuple[Card, Play]],
+        hand: Hand,
+        other: Hand,
+        counts: tuple[int, int],
+        *,
+        points: tuple[int, int],
+        last: int,
+    ) -> list[int]:
+        """Exact value of each root move for the seat holding `hand`.
+
+        `points` are both seats' points of this hand so far (special cards and Basras, in
+        thousandths), `last` is 1 when this seat captured last, -1 the other, 0 nobody.
+        """
+        solve = self._solve
+
+        def value(play: Play, rest: Hand) -> int:
+            after, gain, taken = play
+            if taken:
+                return -solve(
+                    other, rest, after, counts[1], counts[0] + taken, points[1],
+                    points[0] + gain, -1, -INFINITY, INFINITY,
+                )  # fmt: skip
+            return -solve(
+                other, rest, after, counts[1], counts[0], points[1], points[0], -last,
+                -INFINITY, INFINITY,
+            )  # fmt: skip
+
+        return root_values(moves, hand, value)
+
+
+def _endgame(
+    majority_points: int, totals: tuple[int, int], node_limit: int
+) -> tuple[Callable[[Hand, Hand, int, int, int, int, int, int, int, int], int], Callable[[], int]]:
+    """The exact solver of one last round and its node counter."""
+    majority = majority_points * MILLI
+    target = TARGET * MILLI
+    relevant_of = RELEVANT
+    first_total, second_total = totals[0] * MILLI, totals[1] * MILLI
+    nodes = 0
+
+    def end(floor: int, mine: int, theirs: int, pm: int, pt: int, last: int) -> int:  # noqa: PLR0917
+        """The hand is over: its value for the seat to move then (the non-dealer)."""
+        if floor and last:
+            if last > 0:
+                mine += floor.bit_count()
+                pm += points_of(floor)
+            else:
+                theirs += floor.bit_count()
+                pt += points_of(floor)
+        if mine >= MAJORITY_CARDS:
+            pm += majority
+        elif theirs >= MAJORITY_CARDS:
+            pt += majority
+        value = pm - pt
+        a, b = first_total + pm, second_total + pt
+        if (a >= target or b >= target) and a != b:
+            value += WIN_VALUE if a > b else -WIN_VALUE
+        return value
+
+    def solve(  # noqa: PLR0917 (positional: the hottest call of the solver)
+        mover: Hand,
+        other: Hand,
+        floor: int,
+        mine: int,
+        theirs: int,
+        pm: int,
+        pt: int,
+        last: int,
+        alpha: int,
+        beta: int,
+    ) -> int:
+        nonlocal nodes
+        if nodes >= node_limit:
+            raise OutOfNodes
+        nodes += 1
+        if not mover:
+            return end(floor, mine, theirs, pm, pt, last)
+        best = -INFINITY
+        if len(mover) == 1 and not other:
+            # The hand's last play: each step ends the hand.
+            card = mover[0]
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            for moved, gain, taken in zip(items, items, items, strict=True):
+                if nodes >= node_limit:
+                    raise OutOfNodes
+                nodes += 1
+                if taken:
+                    value = -end(floor ^ moved, theirs, mine + taken, pt, pm + gain, -1)
+                else:
+                    value = -end(floor ^ moved, theirs, mine, pt, pm, -last)
+                if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                    best = value
+            return best
+        tried = 0
+        for i, card in enumerate(mover):
+            kind = EQUIVALENCE[card]
+            if tried & kind:
+                continue
+            tried |= kind
+            rest = mover[:i] + mover[i + 1 :]
+            relevant = floor & relevant_of[card]
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            for moved, gain, taken in zip(items, items, items, strict=True):
+                after = floor ^ moved
+                if taken:
+                    value = -solve(
+                        other, rest, after, theirs, mine + taken, pt, pm + gain, -1, -beta, -alpha
+                    )
+                else:
+                    value = -solve(other, rest, after, theirs, mine, pt, pm, -last, -beta, -alpha)
+                if value > best:
+                    best = value
+                    if value > alpha:
+                        alpha = value
+                        if alpha >= beta:
+                            return best
+        return best
+
+    def count() -> int:
+        return nodes
+
+    return solve, count
