@@ -43,6 +43,9 @@ from testkit.actions import action_to_proto, random_action, spellings
 from tests.fuzz.in_process import ZONE_OPS, ZONES, zone, zone_op
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
+# The suite's 300 s guard against a hang is sized for the default budget; a long run (the
+# documented 20,000 examples) gets time in proportion, Replay's examples being the slowest.
+pytestmark = pytest.mark.timeout(max(300.0, EXAMPLES * 0.1))
 REPORT = os.environ.get("BASRA_FUZZ_REPORT")
 CALL_TIMEOUT = 10.0
 ALLOWED = {
