@@ -42,6 +42,8 @@ from testkit.actions import action_to_proto, play_match, random_action
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import reference_path as old
 
+# The codes a refusal may end with, written out by hand (not read from service.errors) so
+# that both fuzzers would catch a reason mapped to the wrong code.
 ALLOWED = {
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.FAILED_PRECONDITION,

@@ -40,7 +40,7 @@ from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
 from testkit import harness
 from testkit.actions import action_to_proto, random_action, spellings
-from tests.fuzz.in_process import ZONE_OPS, ZONES, zone, zone_op
+from tests.fuzz.in_process import ALLOWED, ZONE_OPS, ZONES, zone, zone_op
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 # The suite's 300 s guard against a hang is sized for the default budget; a long run (the
@@ -48,13 +48,6 @@ EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 pytestmark = pytest.mark.timeout(max(300.0, EXAMPLES * 0.1))
 REPORT = os.environ.get("BASRA_FUZZ_REPORT")
 CALL_TIMEOUT = 10.0
-ALLOWED = {
-    grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.FAILED_PRECONDITION,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.UNAUTHENTICATED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
