@@ -251,7 +251,8 @@ def _installed_packages() -> set[str]:
     """The top-level packages pyproject installs from the repository (gen/ is made in the build)."""
     tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     generated = set(tool.get("package-dir", {}))
-    return {name.split(".")[0] for name in tool["packages"]} - generated
+    patterns = tool["packages"]["find"]["include"]
+    return {pattern.split(".")[0] for pattern in patterns} - generated
 
 
 def _first_party_imports(package: str) -> set[str]:
