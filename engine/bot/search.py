@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from engine.bot import fitted
 from engine.bot.evaluation import (
     EXPOSURE,
     FLOOR_CARD,
@@ -25,12 +26,16 @@ from engine.bot.evaluation import (
     MAJORITY_SHARE,
 )
 from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, clearers, points_of, steps_on
-from engine.cards import Card, mask_of
-from engine.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
+from engine.cards import JACKS_MASK, SWEEPERS_MASK, Card, mask_of
+from engine.facts import DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, SEVEN_OF_DIAMONDS, TARGET
 
 INFINITY = 1 << 50
 WIN_VALUE = 1000 * MILLI
 """What ending the match as its winner is worth to the exact solver, beyond the points."""
+FITTED_HORIZON = 0
+"""Value a depth limit inside a round with the fitted weights (0: the majority term alone)."""
+FITTED_ROUND_END = 0
+"""Value a round's end with the fitted weights (0: the hand-set terms)."""
 # Move ordering: bigger gains first, counting a card taken as this many thousandths.
 _ORDER_CARD = 300
 
@@ -68,10 +73,20 @@ class RoundSearch:
 
     __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
 
-    def __init__(self, majority_points: int, deck_mask: int, node_limit: int, depth: int) -> None:
+    def __init__(
+        self,
+        majority_points: int,
+        deck_mask: int,
+        node_limit: int,
+        depth: int,
+        next_deal: tuple[int, int] | None = None,
+    ) -> None:
+        """`next_deal`: the next round's hands (the non-dealer's, the dealer's) as masks, when
+        the deal fixes them: the search then goes on past the round's end while its depth lasts.
+        """
         self.depth = depth
         self._negamax, self._round_over, self._nodes = _round_search(
-            majority_points, deck_mask, node_limit
+            majority_points, deck_mask, node_limit, next_deal
         )
 
     @property
@@ -93,8 +108,9 @@ class RoundSearch:
         def value(play: Play, rest: Hand) -> int:
             after, gain, taken = play
             if not other and not rest:
-                # The round's last play: no search below it, but one node of work.
-                return gain - round_over(after, counts[1], counts[0] + taken, True)
+                # The round's last play: no search below it (one node of work), or the next
+                # round's when the deal fixes it.
+                return gain - round_over(after, counts[1], counts[0] + taken, depth - 1)
             return gain - negamax(
                 theirs,
                 mask_of(rest),
@@ -110,10 +126,10 @@ class RoundSearch:
 
 
 def _round_search(
-    majority: int, deck_mask: int, node_limit: int
+    majority: int, deck_mask: int, node_limit: int, next_deal: tuple[int, int] | None
 ) -> tuple[
     Callable[[int, int, int, int, int, int, int, int], int],
-    Callable[[int, int, int, bool], int],
+    Callable[[int, int, int, int], int],
     Callable[[], int],
 ]:
     """The negamax of one deal, its round-end evaluation and its node counter."""
@@ -122,26 +138,77 @@ def _round_search(
     relevant_of = RELEVANT
     table: dict[int, tuple[int, int]] = {}
     nodes = 0
+    # With the next deal fixed, the search may cross the current round's end (once): that end
+    # is where the piles and the floor hold every card but the deck's (`boundary`).
+    first_hand, second_hand = next_deal or (0, 0)
+    boundary = DECK_SIZE - deck_mask.bit_count()
+    later_deck = deck_mask & ~(first_hand | second_hand)
+    later_exposure = EXPOSURE[HAND_CARDS][later_deck.bit_count()]
 
-    def round_over(floor: int, mine: int, theirs: int, counted: bool = False) -> int:
-        """The round is over: value for the seat that plays first in the next one.
+    fitted_end = FITTED_ROUND_END
+    end_majority, end_chance, end_card, end_points = fitted.ROUND_END
+    fitted_horizon = FITTED_HORIZON
+    weights = fitted.HORIZON
 
-        `counted`: count this position as a node (the inner callers count their own).
-        """
-        nonlocal nodes
-        if counted:
-            if nodes >= node_limit:
-                raise OutOfNodes
-            nodes += 1
+    def evaluate(floor: int, mine: int, theirs: int) -> int:
+        """The round is over: value for the seat that plays first in the next one."""
+        if next_deal and floor.bit_count() + mine + theirs != boundary:
+            chance = later_exposure[(clearers(floor) & later_deck).bit_count()] if floor else 0
+        else:
+            chance = exposure[(clearers(floor) & deck_mask).bit_count()] if floor else 0
+        if fitted_end:
+            return (
+                end_majority * majority * share[mine][theirs]
+                + end_chance * chance
+                + end_card * MILLI * floor.bit_count()
+                + end_points * points_of(floor)
+            ) // MILLI
         value = majority * share[mine][theirs]
         if not floor:
             return value
         return (
             value
-            + exposure[(clearers(floor) & deck_mask).bit_count()]
+            + chance
             + FLOOR_CARD * floor.bit_count()
             + FLOOR_POINTS * points_of(floor) // MILLI
         )
+
+    def horizon(mover: int, other: int, floor: int, mine: int, theirs: int) -> int:
+        """A depth limit inside the round: value for the seat to move (`mover` its hand)."""
+        if not fitted_horizon:
+            return majority * share[mine][theirs]
+        w = weights[(mover | other).bit_count()]
+        value = w[0] * majority * share[mine][theirs] // MILLI
+        if floor:
+            value += w[2] * floor.bit_count()
+            if clearers(floor) & mover:
+                value += w[1]
+        if (mover | other) & SWEEPERS_MASK:
+            value += (
+                w[3] * (mover & JACKS_MASK).bit_count()
+                + w[4] * (other & JACKS_MASK).bit_count()
+                + w[5] * (mover >> SEVEN_OF_DIAMONDS & 1)
+                + w[6] * (other >> SEVEN_OF_DIAMONDS & 1)
+            )
+        return value
+
+    def round_over(  # noqa: PLR0917
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int = -INFINITY,
+        beta: int = INFINITY,
+    ) -> int:
+        """A play ended the round: the value for the seat that plays first in the next one,
+        searched on in the next deal while `depth` plies are left, else evaluated (one node)."""
+        if depth > 0 and next_deal and floor.bit_count() + mine + theirs == boundary:
+            return negamax(first_hand, second_hand, floor, mine, theirs, depth, alpha, beta)
+        nonlocal nodes
+        if nodes >= node_limit:
+            raise OutOfNodes
+        nodes += 1
+        return evaluate(floor, mine, theirs)
 
     def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
         mover: int,
@@ -165,20 +232,37 @@ def _round_search(
             items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
             if not other:
                 # The round's last play: each step ends the round.
+                if depth > 1 and next_deal:
+                    for moved, gain, taken in zip(items, items, items, strict=True):
+                        value = gain - round_over(
+                            floor ^ moved,
+                            theirs,
+                            mine + taken,
+                            depth - 1,
+                            gain - beta,
+                            gain - alpha,
+                        )
+                        if value > best:
+                            best = value
+                            if value > alpha:
+                                alpha = value
+                                if alpha >= beta:
+                                    break
+                    return best
                 for moved, gain, taken in zip(items, items, items, strict=True):
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
-                    value = gain - round_over(floor ^ moved, theirs, mine + taken)
+                    value = gain - evaluate(floor ^ moved, theirs, mine + taken)
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
             if depth <= 1:
-                for _moved, gain, taken in zip(items, items, items, strict=True):
+                for moved, gain, taken in zip(items, items, items, strict=True):
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
-                    value = gain - majority * share[theirs][mine + taken]
+                    value = gain - horizon(other, 0, floor ^ moved, theirs, mine + taken)
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
@@ -233,11 +317,11 @@ def _round_search(
                 children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
         children.sort(reverse=True)
         if depth <= 1:
-            for _, _after, gain, taken, _rest in children:
+            for _, after, gain, taken, rest in children:
                 if nodes >= node_limit:
                     raise OutOfNodes
                 nodes += 1
-                value = gain - majority * share[theirs][mine + taken]
+                value = gain - horizon(other, rest, after, theirs, mine + taken)
                 if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                     best = value
         else:
