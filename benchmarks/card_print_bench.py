@@ -54,6 +54,9 @@ def load_checkout(root: Path) -> dict[str, ModuleType]:
         modules = {name: importlib.import_module(name) for name in names}
         modules["actions"] = importlib.import_module("testkit.actions")
         modules["engine_bench"] = importlib.import_module("benchmarks.engine_bench")
+        # The plan memos live in engine.plan_memo since plans.py was split, engine.plans before.
+        split = (root / "engine" / "plan_memo.py").exists()
+        modules["memos"] = importlib.import_module("engine.plan_memo" if split else "engine.plans")
         for module in modules.values():
             assert root in Path(str(module.__file__)).parents, f"{module} is not from {root}"
     finally:
@@ -128,7 +131,7 @@ def measures(modules: dict[str, ModuleType], hands: int, seed: int) -> list[Meas
     plans()  # fills the memo: the service's steady state
     return [
         Measure("plan generation, memo warm", len(samples), plans, keep),
-        Measure("plan generation, memo empty", len(samples), plans, engine.plans.clear_caches),
+        Measure("plan generation, memo empty", len(samples), plans, modules["memos"].clear_caches),
         Measure("legal moves, 4-card hand, memo warm", len(four_card), moves, keep),
         Measure("apply, state check included, memo warm", len(applies), applied, keep),
         Measure("service state_to_proto", len(states), states_out, keep),

@@ -44,7 +44,8 @@ from engine import (  # noqa: E402
     plans_for,
 )
 from engine.cards import NUMERIC_MASK, code, codes, mask_of  # noqa: E402
-from engine.plans import clear_caches, install_plan_table, plan_work  # noqa: E402
+from engine.plan_memo import clear_caches, install_plan_table  # noqa: E402
+from engine.plans import plan_work  # noqa: E402
 from service import plan_table as plan_table_file  # noqa: E402
 from testkit.actions import play_match, random_action  # noqa: E402
 
