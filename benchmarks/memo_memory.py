@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Status, apply, new_match
-from engine.plan_memo import _shape_plans, _taken
+from engine.plan_memo import _shape_plans, taken_cards
 from engine.plans import _plans_cached
 from testkit.actions import random_action
 
@@ -44,7 +44,7 @@ def main() -> int:
         if number % 1000 == 0:
             sizes = [
                 f"{f.cache_info().currsize}/{f.cache_info().maxsize}"
-                for f in (_plans_cached, _taken, _shape_plans)
+                for f in (_plans_cached, taken_cards, _shape_plans)
             ]
             print(f"{number} matches: {rss_mib():.1f} MiB; memos {' '.join(sizes)}")
     return 0

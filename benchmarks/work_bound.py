@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.facts import DEFAULT_WORK_LIMIT
-from engine.plan_search import search
+from engine.plan_search import search_shape
 from engine.plan_table import reachable_shapes
 
 
@@ -31,7 +31,7 @@ def main() -> int:
         worst: tuple[int, tuple[int, ...]] = (0, ())
         for shape in reachable_shapes(value):
             total += 1
-            work = search(value, shape, 10**9).work
+            work = search_shape(value, shape, 10**9).work
             if work > worst[0]:
                 worst = (work, tuple((shape >> (4 * r) & 15).bit_count() for r in range(value - 1)))
         print(f"value {value}: worst {worst[0]} steps for counts {worst[1]}")

@@ -4,16 +4,17 @@ A numeric card of value v takes, beside the floor cards of its rank, the cards o
 inclusion-maximal collection of pairwise disjoint groups (2+ smaller floor cards summing to
 v). A collection is maximal exactly when the cards it leaves contain no group, so the search
 enumerates the taken sets that split into groups and whose complement holds no group. Only
-values matter for that: the search runs on a shape (how many cards of each smaller rank lie
-there) over abstract positions 0..n-1, and `on_cards` maps its result onto the real cards.
+values matter for that, so the search runs on a shape: in each smaller rank's place of a card
+mask, as many low bits as cards of that rank lie there; the cards become positions 0..n-1 in
+canonical order (engine.plan_memo maps a result back onto the real cards).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.cards import RANK_MASKS, RANK_VALUES, Card, cards_of
-from engine.facts import MAX_PLANS, MIN_GROUP_CARDS, SUITS
+from engine.cards import RANK_MASKS, RANK_VALUES, Card
+from engine.facts import MAX_PLANS, MIN_GROUP_CARDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,31 +33,8 @@ Taken = tuple[tuple[Card, ...], int, tuple[tuple[Card, ...], ...]]
 # Chosen groups as an immutable linked list (newest first): pushing a DFS branch is O(1).
 _Chain = tuple[int, "_Chain"] | None
 
-# A table to pack a card mask a chunk of ranks at a time: per chunk value, the same chunk
-# with each rank's cards moved to the low bits of its place, so that only counts remain.
-_PACK_RANKS = 2
-_PACK_BITS = _PACK_RANKS * len(SUITS)
-_PACK_CHUNK = (1 << _PACK_BITS) - 1
-_PACKED: tuple[int, ...] = tuple(
-    sum(
-        ((1 << (chunk & rank_mask).bit_count()) - 1) << (rank_mask & -rank_mask).bit_length() - 1
-        for rank_mask in RANK_MASKS[:_PACK_RANKS]
-    )
-    for chunk in range(_PACK_CHUNK + 1)
-)
 
-
-def shape_of(cards: int) -> int:
-    """The shape of a set of cards: in each rank's place, as many low bits as cards of it."""
-    shape = 0
-    shift = 0
-    while cards >> shift:
-        shape |= _PACKED[(cards >> shift) & _PACK_CHUNK] << shift
-        shift += _PACK_BITS
-    return shape
-
-
-def search(value: int, shape: int, limit: int) -> ShapePlans:
+def search_shape(value: int, shape: int, limit: int) -> ShapePlans:
     """Plans over positions of the smaller cards, sorted by value then copy (= canonical),
     stopping as soon as the work passes `limit`."""
     values = [
@@ -128,23 +106,6 @@ def search(value: int, shape: int, limit: int) -> ShapePlans:
         tuple((_positions(u), tuple(_positions(g) for g in _unchain(found[u]))) for u in ordered),
         work,
     )
-
-
-def on_cards(found: ShapePlans, smaller: int) -> tuple[Taken, ...]:
-    """The plans of a search on the shape of the cards `smaller` (a bitmask), on those cards."""
-    cards = cards_of(smaller)
-    bits = [1 << c for c in cards]
-    out: list[Taken] = []
-    for taken, groups in found.plans:
-        # List comprehensions rather than generators: a cold miss runs this per plan.
-        out.append(
-            (
-                tuple([cards[p] for p in taken]),
-                sum([bits[p] for p in taken]),
-                tuple([tuple([cards[p] for p in g]) for g in groups]),
-            )
-        )
-    return tuple(out)
 
 
 def _unchain(chain: _Chain) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from engine.cards import LOWER_RANKS_MASKS, RANK_MASKS, RANK_VALUES, VALUE_BITS
 from engine.facts import FLOOR_CARDS, SUITS
-from engine.plan_search import ShapePlans, search
+from engine.plan_search import ShapePlans, search_shape
 
 REACHABLE_EXTRA_CARDS = FLOOR_CARDS - 1
 """A floor of reachable shape holds beyond one card per rank at most this many: the first
@@ -67,7 +67,7 @@ def build(values: Iterable[int] = GROUP_VALUES) -> bytes:
     out = bytearray()
     for value in values:
         for shape in reachable_shapes(value):
-            record = encode(search(value, shape, _UNBOUNDED))
+            record = encode(search_shape(value, shape, _UNBOUNDED))
             out += entry_key(value, shape).to_bytes(KEY_BYTES, "little")
             out += len(record).to_bytes(_LENGTH_BYTES, "little") + record
     return bytes(out)

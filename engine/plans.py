@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from engine.cards import (
     FULL_MASK,
@@ -29,7 +29,7 @@ from engine.cards import (
 )
 from engine.errors import Reason, RuleError
 from engine.facts import DECK_SIZE, DEFAULT_WORK_LIMIT, RANKS, SEVEN_OF_DIAMONDS
-from engine.plan_memo import memoised_plans, plans_key, taken_cards
+from engine.plan_memo import KIND_BITS, LIMIT_SHIFT, memoised_plans, small_key, taken_cards
 
 
 @shows_codes
@@ -103,7 +103,7 @@ def _kind_plans(kind: int, floor: int, others: bool, limit: int) -> _Memoised:
             return (), 0
         return ((1, same_cards, same_cards, (), not others, False, same),), 0
     smaller = floor & LOWER_RANKS_MASKS[kind]
-    groups, work = taken_cards(value, smaller, limit) if smaller else ((), 0)
+    groups, work = taken_cards(small_key(value, smaller, limit)) if smaller else ((), 0)
     if groups is None:
         return None, work
     if not groups:
@@ -123,16 +123,52 @@ def _kind_plans(kind: int, floor: int, others: bool, limit: int) -> _Memoised:
 _plans_cached = memoised_plans(_kind_plans)
 
 
-def plans_for(
-    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
-) -> tuple[Plan, ...]:
-    """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
-    return _plans(_plans_cached(_key(card, floor_mask, work_limit)), work_limit)
+class _Generation(Protocol):
+    """What plans_for and plans_unmemoised are: plans of a card on a floor, within a limit."""
+
+    def __call__(
+        self, card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+    ) -> tuple[Plan, ...]: ...
 
 
-def plans_unmemoised(
-    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
-) -> tuple[Plan, ...]:
+def _generation(memo: Callable[[int], _Memoised], name: str, doc: str) -> _Generation:
+    """Plan generation through `memo`: the plans memo, or the rule alone.
+
+    One function makes both plans_for and plans_unmemoised so that the memo key and the
+    wrapping into Plan values are written once, and yet plans_for, the hot path of every
+    call, runs as one Python call (a helper called from it would cost about a tenth more).
+    """
+
+    def generate(
+        card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+    ) -> tuple[Plan, ...]:
+        relevant = floor_mask & RELEVANT[card]
+        key = (relevant << 1 | (relevant != floor_mask)) << KIND_BITS | _KIND_OF[card]
+        raw, work = memo(
+            key if work_limit == DEFAULT_WORK_LIMIT else key | work_limit << LIMIT_SHIFT
+        )
+        if raw is None:
+            raise RuleError(
+                Reason.STATE_TOO_COMPLEX,
+                f"The floor is too complex to list capture plans within {work_limit} search steps.",
+                work_limit=work_limit,
+                work=work,
+            )
+        return tuple(map(_as_plan, raw)) if raw else ()
+
+    generate.__name__ = generate.__qualname__ = name
+    generate.__doc__ = doc
+    return generate
+
+
+plans_for = _generation(
+    _plans_cached,
+    "plans_for",
+    """Return the capture plans of `card` on a floor, in offered order; empty means it trails.""",
+)
+plans_unmemoised = _generation(
+    _plans_cached.__wrapped__,
+    "plans_unmemoised",
     """plans_for without keeping the answer in its memo, for a caller with a memo of its own.
 
     The bot's search meets hundreds of thousands of floors no match reaches and keeps what
@@ -140,28 +176,18 @@ def plans_unmemoised(
     push the floors of real play out of the memo, and each new entry (nested tuples, which
     the collector untracks only a level per collection) would drift into the oldest
     generation, for a full collection to walk: tens of milliseconds inside a call.
-    """
-    return _plans(_plans_cached.__wrapped__(_key(card, floor_mask, work_limit)), work_limit)
+    """,
+)
 
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
-    return _plans_cached(_key(card, floor_mask, work_limit))[1]
+    spent: list[int] = []
 
+    def noting(key: int) -> _Memoised:
+        work = _plans_cached(key)[1]
+        spent.append(work)
+        return (), work
 
-def _key(card: Card, floor_mask: int, work_limit: int) -> int:
-    """The memo key of `card` on a floor (engine.plan_memo.plans_key)."""
-    return plans_key(_KIND_OF[card], RELEVANT[card], floor_mask, work_limit)
-
-
-def _plans(memoised: _Memoised, work_limit: int) -> tuple[Plan, ...]:
-    """The plans of a memo entry as Plan values; refused if the search passed the limit."""
-    raw, work = memoised
-    if raw is None:
-        raise RuleError(
-            Reason.STATE_TOO_COMPLEX,
-            f"The floor is too complex to list capture plans within {work_limit} search steps.",
-            work_limit=work_limit,
-            work=work,
-        )
-    return tuple(map(_as_plan, raw)) if raw else ()
+    _generation(noting, "plan_work", "")(card, floor_mask, work_limit)
+    return spent[0]
