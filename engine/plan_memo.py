@@ -30,7 +30,7 @@ from engine.plan_table import decode, entry_key, parse
 if TYPE_CHECKING:
     from functools import _lru_cache_wrapper
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 # The key of the plans memo, low bits first: a card kind (engine.plans: a rank position, or
 # len(RANKS) for the 7D) in KIND_BITS, whether other cards lie on the floor, the relevant
@@ -57,18 +57,18 @@ _PACKED: tuple[int, ...] = tuple(
     for chunk in range(_PACK_CHUNK + 1)
 )
 
-# Abstract results of the installed plan table (engine.plan_table), by entry key: empty
-# until installed, never changed afterwards but by another install.
+# The records of the installed plan table (engine.plan_table), by entry key: empty until a
+# table is installed, and changed only by another install.
 _TABLE: dict[int, bytes] = {}
 _RULE_MEMOS: list[_lru_cache_wrapper[Any]] = []  # memoised_plans' memos
 
 
-def memoised_plans(rule: Callable[[int, int, bool, int], T]) -> _lru_cache_wrapper[T]:
+def memoised_plans(rule: Callable[[int, int, bool, int], _T]) -> _lru_cache_wrapper[_T]:
     """`rule` (the plans of a kind on the relevant floor, whether others lie there, within a
     work limit) memoised by the plans key; its `__wrapped__` computes without keeping."""
 
     @lru_cache(maxsize=1 << 16)
-    def plans(key: int) -> T:
+    def plans(key: int) -> _T:
         return rule(
             key & _KIND_FIELD,
             key >> KIND_BITS + 1 & _MASK_FIELD,
