@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_commands import (
+
+from testkit import harness
+from testkit.ports import LOOPBACK, reserved_port
+from tests.docs.doc_commands import (
     ENVIRONMENT_PROGRAMS,
     OTHER_TAGS,
     REPO,
@@ -39,9 +42,6 @@ from doc_commands import (
     pages,
     programs,
 )
-
-from testkit import harness
-from testkit.ports import LOOPBACK, reserved_port
 
 COMMAND_SECONDS = 240.0
 

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import brute
 import pytest
 
 from engine import code, codes, parse_card, parse_cards, plans_for, score_hand
+from testkit import brute
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VECTORS = REPO_ROOT / "tests" / "data" / "vectors"
