@@ -16,36 +16,14 @@ from typing import Any
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from engine import (
-    BasraScored,
-    Captured,
-    CardPlayed,
-    CardsDealt,
-    Event,
-    FloorFixed,
-    HandScored,
-    HandStarted,
-    HiddenDeal,
-    LeftoversAwarded,
-    MatchOver,
-    Move,
-    Plan,
-    SeatScore,
-    SeatView,
-    State,
-    Status,
-    Swept,
-    Trailed,
-    code,
-    codes,
-)
+from engine import code, codes
 from engine.rng import commitment
 from service import convert
 
-_STATUS = {Status.IN_PROGRESS: pb.STATUS_IN_PROGRESS, Status.OVER: pb.STATUS_OVER}
+_STATUS = {engine.Status.IN_PROGRESS: pb.STATUS_IN_PROGRESS, engine.Status.OVER: pb.STATUS_OVER}
 
 
-def state_message(state: State) -> pb.State:
+def state_message(state: engine.State) -> pb.State:
     """The State message of an engine state."""
     seats = [
         pb.SeatState(
@@ -78,7 +56,7 @@ def _card_lists(groups: Iterable[tuple[int, ...]]) -> list[pb.CardList]:
     return [pb.CardList(cards=codes(g)) for g in groups]
 
 
-def _plan(plan: Plan) -> pb.Plan:
+def _plan(plan: engine.Plan) -> pb.Plan:
     return pb.Plan(
         id=plan.id,
         cards=codes(plan.cards),
@@ -89,7 +67,7 @@ def _plan(plan: Plan) -> pb.Plan:
     )
 
 
-def moves_message(seat: int | None, moves: Sequence[Move]) -> pb.LegalMoves:
+def moves_message(seat: int | None, moves: Sequence[engine.Move]) -> pb.LegalMoves:
     """The LegalMoves message of the seat to move (None once the match is over)."""
     return pb.LegalMoves(
         seat=seat,
@@ -100,7 +78,7 @@ def moves_message(seat: int | None, moves: Sequence[Move]) -> pb.LegalMoves:
     )
 
 
-def _seat_score(score: SeatScore) -> pb.SeatScore:
+def _seat_score(score: engine.SeatScore) -> pb.SeatScore:
     return pb.SeatScore(
         cards=score.cards,
         majority=score.majority,
@@ -115,12 +93,12 @@ def _seat_score(score: SeatScore) -> pb.SeatScore:
     )
 
 
-def event_message(event: Event | HiddenDeal) -> pb.Event:
+def event_message(event: engine.Event | engine.HiddenDeal) -> pb.Event:
     """The Event message of one engine event (or of a hidden deal, as a seat sees it)."""
     match event:
-        case CardPlayed(seat, card):
+        case engine.CardPlayed(seat, card):
             return pb.Event(card_played=pb.CardPlayed(seat=seat, card=code(card)))
-        case Captured(seat, card, plan_id, cards, same_rank, groups):
+        case engine.Captured(seat, card, plan_id, cards, same_rank, groups):
             captured = pb.Captured(
                 seat=seat,
                 card=code(card),
@@ -130,24 +108,24 @@ def event_message(event: Event | HiddenDeal) -> pb.Event:
                 groups=_card_lists(groups),
             )
             return pb.Event(captured=captured)
-        case Trailed(seat, card):
+        case engine.Trailed(seat, card):
             return pb.Event(trailed=pb.Trailed(seat=seat, card=code(card)))
-        case CardsDealt(seat, cards):
+        case engine.CardsDealt(seat, cards):
             return pb.Event(cards_dealt=pb.CardsDealt(seat=seat, cards=codes(cards)))
-        case HiddenDeal(seat, count):
+        case engine.HiddenDeal(seat, count):
             return pb.Event(hidden_deal=pb.HiddenDeal(seat=seat, count=count))
-        case Swept(seat, card, cards):
+        case engine.Swept(seat, card, cards):
             return pb.Event(swept=pb.Swept(seat=seat, card=code(card), cards=codes(cards)))
-        case BasraScored(seat, card):
+        case engine.BasraScored(seat, card):
             return pb.Event(basra_scored=pb.BasraScored(seat=seat, card=code(card)))
-        case HandStarted(hand_number, dealer):
+        case engine.HandStarted(hand_number, dealer):
             return pb.Event(hand_started=pb.HandStarted(hand_number=hand_number, dealer=dealer))
-        case FloorFixed(returned, replacements):
+        case engine.FloorFixed(returned, replacements):
             fixed = pb.FloorFixed(returned=codes(returned), replacements=codes(replacements))
             return pb.Event(floor_fixed=fixed)
-        case LeftoversAwarded(seat, cards):
+        case engine.LeftoversAwarded(seat, cards):
             return pb.Event(leftovers_awarded=pb.LeftoversAwarded(seat=seat, cards=codes(cards)))
-        case HandScored(hand_number, seats, carry_before, carry_after):
+        case engine.HandScored(hand_number, seats, carry_before, carry_after):
             scored = pb.HandScored(
                 hand_number=hand_number,
                 seats=[_seat_score(s) for s in seats],
@@ -155,12 +133,12 @@ def event_message(event: Event | HiddenDeal) -> pb.Event:
                 carry_after=carry_after,
             )
             return pb.Event(hand_scored=scored)
-        case MatchOver(winner, totals):
+        case engine.MatchOver(winner, totals):
             return pb.Event(match_over=pb.MatchOver(winner=winner, totals=list(totals)))
     raise TypeError(f"unknown event type {type(event).__name__}")
 
 
-def view_message(view: SeatView) -> pb.PlayerView:
+def view_message(view: engine.SeatView) -> pb.PlayerView:
     """The PlayerView message of one seat's view; legal moves only when that seat is to move."""
     mine, theirs = len(view.hand), view.opponent_hand_size
     hand_sizes = (mine, theirs) if view.seat == 0 else (theirs, mine)
@@ -196,7 +174,7 @@ def view_message(view: SeatView) -> pb.PlayerView:
     return message
 
 
-def _checked(message: pb.State) -> State:
+def _checked(message: pb.State) -> engine.State:
     state = convert.state_from_proto(message)
     engine.check_state(state)
     return state
