@@ -169,6 +169,16 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.load_bench --defaults --runs 5 --rounds 4 --calls 4000": Run(
         extra=SHORT_DEFAULTS
     ),
+    "taskset -c 1 .venv/bin/python -m benchmarks.hot_path --repeats 15": Run(
+        extra=("--repeats", "1")
+    ),
+    "git worktree add /tmp/before main": NotRun(
+        "adds a worktree to the reader's clone; the --baseline command is run here against this "
+        "checkout itself"
+    ),
+    ("taskset -c 1 .venv/bin/python -m benchmarks.hot_path --baseline /tmp/before --rounds 5"): Run(
+        extra=("--baseline", ".", "--rounds", "1", "--repeats", "1")
+    ),
     ".venv/bin/python -m benchmarks.serve_configs --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
     ),
