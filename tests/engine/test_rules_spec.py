@@ -211,7 +211,8 @@ PROOFS: dict[str, tuple[str, ...]] = {
     ),
     "action.check-order": (f"{SPEC}::test_the_first_failing_check_is_the_one_reported",),
     "input.seed": (f"{REFUSALS}::test_invalid_seed",),
-    "input.labels": (f"{REFUSALS}::test_invalid_labels", f"{REFUSALS}::test_invalid_seat"),
+    "input.labels": (f"{REFUSALS}::test_invalid_labels",),
+    "input.seat": (f"{REFUSALS}::test_invalid_seat",),
     "events.order": (
         f"{SPEC}::test_every_action_reports_its_events_in_the_documented_order",
         f"{PLAY}::test_events_of_a_capture_come_in_order",
