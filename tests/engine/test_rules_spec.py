@@ -40,6 +40,7 @@ from engine import (
     parse_cards,
     plans_for,
 )
+from engine.cards import mask_of
 from testkit.actions import play_match
 
 CARDS = "tests/engine/test_rules_cards.py"
@@ -395,7 +396,7 @@ def test_a_plan_reports_the_first_collection_found_and_its_rank_part() -> None:
         ("7D", ["AC", "6C", "7S"], [], []),
     ]  # fmt: skip
     for card, floor, groups, same_rank in cases:
-        plan = plans_for(parse_card(card), _mask(floor))[0]
+        plan = plans_for(parse_card(card), mask_of(parse_cards(floor)))[0]
         assert [codes(g) for g in plan.groups] == groups, card
         assert codes(plan.same_rank) == same_rank, card
         assert plan.sweep == (card[0] == "J" or card == "7D")
@@ -416,12 +417,14 @@ def test_the_examples_of_the_plan_rules_are_what_the_engine_offers() -> None:
         ("10C", ["10S", "4H", "6C", "QD"], [["4H", "6C", "10S"]]),
     ]  # fmt: skip
     for card, floor, offered in examples:
-        assert [codes(p.cards) for p in plans_for(parse_card(card), _mask(floor))] == offered
+        plans = plans_for(parse_card(card), mask_of(parse_cards(floor)))
+        assert [codes(p.cards) for p in plans] == offered
 
 
 def test_only_a_search_can_pass_the_work_bound() -> None:
     """On a floor past the bound for a 10, the J, the 7D, a Q and a K are still answered."""
-    floor = _mask([r + s for r in ("A", "2", "3", "4", "5", "6", "8") for s in "CDHS"])
+    small = [r + s for r in ("A", "2", "3", "4", "5", "6", "8") for s in "CDHS"]
+    floor = mask_of(parse_cards(small))
     with pytest.raises(RuleError) as info:
         plans_for(parse_card("10H"), floor)
     assert info.value.reason is Reason.STATE_TOO_COMPLEX
@@ -429,10 +432,3 @@ def test_only_a_search_can_pass_the_work_bound() -> None:
         (sweep,) = plans_for(parse_card(card), floor)
         assert sweep.sweep and sweep.mask == floor
     assert plans_for(parse_card("QH"), floor) == plans_for(parse_card("KH"), floor) == ()
-
-
-def _mask(cards: list[str]) -> int:
-    mask = 0
-    for card in parse_cards(cards):
-        mask |= 1 << card
-    return mask

@@ -31,6 +31,7 @@ from engine import (
     parse_cards,
     score_hand,
 )
+from engine.cards import mask_of
 
 DATA = json.loads(SEED_EXAMPLES.read_text(encoding="utf-8"))
 EXAMPLES: list[dict[str, Any]] = DATA["examples"]
@@ -71,13 +72,6 @@ def test_every_kept_sentence_is_the_source_documents_word_for_word() -> None:
     assert wrong == []
 
 
-def _mask(cards: list[str]) -> int:
-    mask = 0
-    for card in parse_cards(cards):
-        mask |= 1 << card
-    return mask
-
-
 def _check_play(check: dict[str, Any]) -> None:
     assert set(check) <= PLAY_KEYS, sorted(set(check) - PLAY_KEYS)
     card = check["play"]
@@ -111,7 +105,7 @@ def _check_play(check: dict[str, Any]) -> None:
 def _check_score(check: dict[str, Any]) -> None:
     assert set(check) == {"score", "points", "carry_after"}
     given = check["score"]
-    piles = (_mask(given["captured"][0]), _mask(given["captured"][1]))
+    piles = (mask_of(parse_cards(given["captured"][0])), mask_of(parse_cards(given["captured"][1])))
     basras = (given["basras"][0], given["basras"][1])
     scored = score_hand(1, piles, basras, given["carry"], (0, 0))
     assert [seat.hand_total for seat in scored.seats] == check["points"]
