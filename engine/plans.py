@@ -1,4 +1,4 @@
-"""Capture plans (RULES.md section 3): what a played card may take from the floor.
+"""Capture plans (docs/rules.md section 3): what a played card may take from the floor.
 
 A J or the 7D sweeps the whole floor; a Q or K takes the cards of its rank; a numeric card
 takes the cards of its rank plus, for each way to do it, an inclusion-maximal collection of
