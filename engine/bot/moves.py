@@ -106,9 +106,9 @@ def effects(card: Card, floor: int) -> list[Effect]:
 
 
 def _plays_like(card: Card, other: Card) -> bool:
-    return card_points(1 << card) == card_points(1 << other) and is_sweeper(card) == is_sweeper(
-        other
-    )
+    """Whether two cards score the same when taken, and sweep both or neither."""
+    same_points = card_points(1 << card) == card_points(1 << other)
+    return same_points and is_sweeper(card) == is_sweeper(other)
 
 
 # Cards that play alike in every position get one bit each, shared by their rank; a card
