@@ -50,7 +50,13 @@ def load_checkout(root: Path) -> dict[str, ModuleType]:
     _forget_checkout_modules()
     sys.path[:0] = [str(root), str(ROOT / "gen"), str(root / "tests" / "engine")]
     try:
-        names = ("engine", "engine.plans", "service.convert", "service.handlers")
+        names = (
+            "engine",
+            "engine.plans",
+            "service.reading",
+            "clients.messages",
+            "service.handlers",
+        )
         modules = {name: importlib.import_module(name) for name in names}
         modules["actions"] = importlib.import_module("testkit.actions")
         modules["engine_bench"] = importlib.import_module("benchmarks.engine_bench")
@@ -75,13 +81,14 @@ class Measure:
 def measures(modules: dict[str, ModuleType], hands: int, seed: int) -> list[Measure]:
     """Simulate `hands` hands with a checkout's engine and build its timed passes."""
     engine: Any = modules["engine"]
-    convert: Any = modules["service.convert"]
+    reading: Any = modules["service.reading"]
+    convert: Any = modules["clients.messages"]
     samples, applies, four_card = modules["engine_bench"].simulate(hands, seed)
     states = [state for state, _ in applies]
     messages = [convert.state_to_proto(state) for state in states]
     events = [engine.apply(state, action)[1] for state, action in applies]
     handlers = modules["service.handlers"].Handlers()
-    pb = convert.pb
+    pb = reading.pb
     to_proto = modules["actions"].action_to_proto
     # The whole handler costs ~100 us a call: every eighth apply keeps a pass near a second.
     requests = [
@@ -108,7 +115,7 @@ def measures(modules: dict[str, ModuleType], hands: int, seed: int) -> list[Meas
 
     def states_in() -> None:
         for message in messages:
-            convert.state_from_proto(message)
+            reading.state_from_proto(message)
 
     def events_out() -> None:
         for produced in events:

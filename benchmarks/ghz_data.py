@@ -27,8 +27,8 @@ from basra.v1 import rules_pb2 as pb  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 from google.protobuf.message import Message  # noqa: E402
 
+from clients.messages import state_to_proto  # noqa: E402
 from engine import Action, State  # noqa: E402
-from service.convert import state_to_proto  # noqa: E402
 from testkit.actions import action_to_proto, play_match  # noqa: E402
 
 DATA_DIR = ROOT / "deploy" / "ghz" / "data"

@@ -76,7 +76,7 @@ from google.protobuf import json_format  # noqa: E402
 
 import engine  # noqa: E402
 from engine.rng import commitment  # noqa: E402
-from service import convert  # noqa: E402
+from service import reading, writing  # noqa: E402
 from service.config import Config  # noqa: E402
 from service.interceptors import CallObserver, ObservingInterceptor  # noqa: E402
 from service.logs import make_logger  # noqa: E402
@@ -212,8 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert new_view(data) == old.player_view(data, observe_old)
 
     # Inputs of the parts.
-    states = [convert.state_from_proto(r.state) for r in applies]
-    actions = [convert.action_from_proto(r.action) for r in applies]
+    states = [reading.state_from_proto(r.state) for r in applies]
+    actions = [reading.action_from_proto(r.action) for r in applies]
     results = [engine.apply(s, a, check=False) for s, a in zip(states, actions, strict=True)]
     after_moves = [engine.legal_moves(s) for s, _ in results]
     cards = [len(m) for m in after_moves]
@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def new_read(data: bytes) -> object:
         request = read_apply(data)
-        return convert.state_from_proto(request.state), convert.action_from_proto(request.action)  # type: ignore[union-attr]
+        return reading.state_from_proto(request.state), reading.action_from_proto(request.action)  # type: ignore[union-attr]
 
     def rules(pair: tuple[engine.State, engine.Action]) -> object:
         engine.check_state(pair[0])
@@ -249,9 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def new_write(item: Any) -> bytes:
         (state, events), moves = item
-        encoded = convert.state_bytes(state)
-        return convert.match_response_bytes(
-            encoded, events, convert.moves_bytes(state.to_move, moves), commitment(state.seed), None
+        encoded = writing.state_bytes(state)
+        return writing.match_response_bytes(
+            encoded, events, writing.moves_bytes(state.to_move, moves), commitment(state.seed), None
         )
 
     def old_plans(count: int) -> None:
@@ -463,8 +463,8 @@ def tracing_costs(args: argparse.Namespace) -> int:
         with tracer.start_as_current_span("parent"):
             pass
 
-    states = [convert.state_from_proto(r.state) for r in applies]
-    actions = [convert.action_from_proto(r.action) for r in applies]
+    states = [reading.state_from_proto(r.state) for r in applies]
+    actions = [reading.action_from_proto(r.action) for r in applies]
     afters = [engine.apply(s, a, check=False)[0] for s, a in zip(states, actions, strict=True)]
 
     def plans(state: engine.State) -> object:
