@@ -311,10 +311,11 @@ def _seat_score(score: SeatScore) -> bytes:
 
 
 def _hand_started(event: HandStarted) -> bytes:
-    body = integer(HAND_STARTED_HAND_NUMBER, event.hand_number) + integer(
-        HAND_STARTED_DEALER, event.dealer
+    return message(
+        EVENT_HAND_STARTED,
+        integer(HAND_STARTED_HAND_NUMBER, event.hand_number)
+        + integer(HAND_STARTED_DEALER, event.dealer),
     )
-    return message(EVENT_HAND_STARTED, body)
 
 
 def _cards_dealt(event: CardsDealt) -> bytes:
@@ -323,10 +324,11 @@ def _cards_dealt(event: CardsDealt) -> bytes:
 
 
 def _floor_fixed(event: FloorFixed) -> bytes:
-    body = _cards(FLOOR_FIXED_RETURNED, event.returned) + _cards(
-        FLOOR_FIXED_REPLACEMENTS, event.replacements
+    return message(
+        EVENT_FLOOR_FIXED,
+        _cards(FLOOR_FIXED_RETURNED, event.returned)
+        + _cards(FLOOR_FIXED_REPLACEMENTS, event.replacements),
     )
-    return message(EVENT_FLOOR_FIXED, body)
 
 
 def _card_played(event: CardPlayed) -> bytes:
@@ -366,10 +368,11 @@ def _basra_scored(event: BasraScored) -> bytes:
 
 
 def _leftovers_awarded(event: LeftoversAwarded) -> bytes:
-    body = optional_int(LEFTOVERS_AWARDED_SEAT, event.seat) + _cards(
-        LEFTOVERS_AWARDED_CARDS, event.cards
+    return message(
+        EVENT_LEFTOVERS_AWARDED,
+        optional_int(LEFTOVERS_AWARDED_SEAT, event.seat)
+        + _cards(LEFTOVERS_AWARDED_CARDS, event.cards),
     )
-    return message(EVENT_LEFTOVERS_AWARDED, body)
 
 
 def _hand_scored(event: HandScored) -> bytes:
