@@ -72,7 +72,8 @@ def _refusing(
             raise errors.from_rule_error(error) from None
         limit = self.limits.max_response_bytes
         if limit is not None:
-            size = len(encoded(response))
+            # Inline, not encoded(): this runs on every call.
+            size = len(response.data) if isinstance(response, Answer) else len(response)
             if size > limit:
                 raise errors.refusal(
                     ServiceReason.RESPONSE_TOO_LARGE,
