@@ -167,6 +167,8 @@ from service.fields import (
 )
 from service.wire import boolean, integer, message, optional_data, optional_int, text
 
+SeatAndCard = CardPlayed | Trailed | BasraScored
+
 # Per field number, per card: the whole field of one card code (key, length, code), so that a
 # zone of cards is written by concatenating its cards' fields.
 _CARD_FIELDS: tuple[tuple[bytes, ...], ...] = tuple(
@@ -323,17 +325,26 @@ def _cards_dealt(event: CardsDealt) -> bytes:
     return message(EVENT_CARDS_DEALT, body)
 
 
+def _seat_and_card(kind: int, seat: int, card: int) -> Callable[[SeatAndCard], bytes]:
+    """The writer of an event that holds just a seat and a card, under their own numbers."""
+
+    def write(event: SeatAndCard) -> bytes:
+        return message(kind, integer(seat, event.seat) + _card(card, event.card))
+
+    return write
+
+
+_card_played = _seat_and_card(EVENT_CARD_PLAYED, CARD_PLAYED_SEAT, CARD_PLAYED_CARD)
+_trailed = _seat_and_card(EVENT_TRAILED, TRAILED_SEAT, TRAILED_CARD)
+_basra_scored = _seat_and_card(EVENT_BASRA_SCORED, BASRA_SCORED_SEAT, BASRA_SCORED_CARD)
+
+
 def _floor_fixed(event: FloorFixed) -> bytes:
     return message(
         EVENT_FLOOR_FIXED,
         _cards(FLOOR_FIXED_RETURNED, event.returned)
         + _cards(FLOOR_FIXED_REPLACEMENTS, event.replacements),
     )
-
-
-def _card_played(event: CardPlayed) -> bytes:
-    body = integer(CARD_PLAYED_SEAT, event.seat) + _card(CARD_PLAYED_CARD, event.card)
-    return message(EVENT_CARD_PLAYED, body)
 
 
 def _captured(event: Captured) -> bytes:
@@ -348,11 +359,6 @@ def _captured(event: Captured) -> bytes:
     )
 
 
-def _trailed(event: Trailed) -> bytes:
-    body = integer(TRAILED_SEAT, event.seat) + _card(TRAILED_CARD, event.card)
-    return message(EVENT_TRAILED, body)
-
-
 def _swept(event: Swept) -> bytes:
     return message(
         EVENT_SWEPT,
@@ -360,11 +366,6 @@ def _swept(event: Swept) -> bytes:
         + _card(SWEPT_CARD, event.card)
         + _cards(SWEPT_CARDS, event.cards),
     )
-
-
-def _basra_scored(event: BasraScored) -> bytes:
-    body = integer(BASRA_SCORED_SEAT, event.seat) + _card(BASRA_SCORED_CARD, event.card)
-    return message(EVENT_BASRA_SCORED, body)
 
 
 def _leftovers_awarded(event: LeftoversAwarded) -> bytes:
