@@ -50,14 +50,13 @@ def load_checkout(root: Path) -> dict[str, ModuleType]:
     _forget_checkout_modules()
     sys.path[:0] = [str(root), str(ROOT / "gen"), str(root / "tests" / "engine")]
     try:
-        names = (
-            "engine",
-            "engine.plans",
-            "service.reading",
-            "clients.messages",
-            "service.handlers",
-        )
+        # Checkouts before the split of service/convert.py read and convert with it.
+        split = not (root / "service" / "convert.py").exists()
+        conversion = ("service.reading", "clients.messages") if split else ("service.convert",)
+        names = ("engine", "engine.plans", *conversion, "service.handlers")
         modules = {name: importlib.import_module(name) for name in names}
+        modules["reading"] = modules[conversion[0]]
+        modules["messages"] = modules[conversion[-1]]
         modules["actions"] = importlib.import_module("testkit.actions")
         modules["engine_bench"] = importlib.import_module("benchmarks.engine_bench")
         for module in modules.values():
@@ -81,8 +80,8 @@ class Measure:
 def measures(modules: dict[str, ModuleType], hands: int, seed: int) -> list[Measure]:
     """Simulate `hands` hands with a checkout's engine and build its timed passes."""
     engine: Any = modules["engine"]
-    reading: Any = modules["service.reading"]
-    convert: Any = modules["clients.messages"]
+    reading: Any = modules["reading"]
+    convert: Any = modules["messages"]
     samples, applies, four_card = modules["engine_bench"].simulate(hands, seed)
     states = [state for state, _ in applies]
     messages = [convert.state_to_proto(state) for state in states]
