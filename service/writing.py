@@ -37,7 +37,7 @@ from engine import (
 )
 from engine.bot import Suggestion
 from engine.cards import Card
-from engine.facts import CODES, DECK_SIZE
+from engine.facts import CODES, DECK_SIZE, SEATS
 from service import fields, wire
 from service.enums import PROTO_BOT_LEVEL, PROTO_STATUS
 from service.fields import (
@@ -263,9 +263,12 @@ def _plan(plan: Plan) -> bytes:
     )
 
 
+_MOVE_CARD = _CARD_FIELDS[MOVE_CARD]
+
+
 def _move(move: Move) -> bytes:
     plans = b"".join(message(MOVE_PLANS, _plan(p)) for p in move.plans)
-    return _card(MOVE_CARD, move.card) + plans + boolean(MOVE_TRAILS, move.trails)
+    return _MOVE_CARD[move.card] + plans + boolean(MOVE_TRAILS, move.trails)
 
 
 # The move field of a card that can only trail (most cards of most hands): card, trails.
@@ -326,10 +329,17 @@ def _cards_dealt(event: CardsDealt) -> bytes:
 
 
 def _seat_and_card(kind: int, seat: int, card: int) -> Callable[[SeatAndCard], bytes]:
-    """The writer of an event that holds just a seat and a card, under their own numbers."""
+    """The writer of an event that holds just a seat and a card, under their own numbers.
+
+    Every play brings one or two of these, so each one's 104 possible fields are written once.
+    """
+    written = tuple(
+        tuple(message(kind, integer(seat, s) + _card(card, c)) for c in range(DECK_SIZE))
+        for s in SEATS
+    )
 
     def write(event: SeatAndCard) -> bytes:
-        return message(kind, integer(seat, event.seat) + _card(card, event.card))
+        return written[event.seat][event.card]
 
     return write
 
@@ -504,6 +514,9 @@ def _public_seat(view: SeatView, seat: int, hand_size: int) -> bytes:
     )
 
 
+_VIEW_HAND, _VIEW_FLOOR = _CARD_FIELDS[PLAYER_VIEW_HAND], _CARD_FIELDS[PLAYER_VIEW_FLOOR]
+
+
 def view_bytes(view: SeatView) -> bytes:
     """The encoded basra.v1.PlayerView of one seat's view; legal moves only for the seat to move."""
     hand_sizes = (
@@ -522,8 +535,8 @@ def view_bytes(view: SeatView) -> bytes:
             integer(PLAYER_VIEW_ROUND_NUMBER, view.round_number),
             integer(PLAYER_VIEW_DEALER, view.dealer),
             optional_int(PLAYER_VIEW_TO_MOVE, view.to_move),
-            _cards(PLAYER_VIEW_HAND, view.hand),
-            _cards(PLAYER_VIEW_FLOOR, view.floor),
+            b"".join([_VIEW_HAND[c] for c in view.hand]),
+            b"".join([_VIEW_FLOOR[c] for c in view.floor]),
             integer(PLAYER_VIEW_DECK_SIZE, view.deck_size),
             message(PLAYER_VIEW_SEATS, _public_seat(view, 0, hand_sizes[0])),
             message(PLAYER_VIEW_SEATS, _public_seat(view, 1, hand_sizes[1])),
