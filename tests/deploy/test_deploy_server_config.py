@@ -8,7 +8,9 @@ from dataclasses import fields
 from typing import Any
 
 import pytest
-from deploy_support import (
+
+from service.config import SETTINGS, Config, Setting, env_name, resolve
+from tests.deploy.deploy_support import (
     ALL_ON,
     CHART_DIR,
     CHART_OVERRIDES,
@@ -18,8 +20,6 @@ from deploy_support import (
     manifests,
     render,
 )
-
-from service.config import SETTINGS, Config, Setting, env_name, resolve
 
 
 def server_schema() -> dict[str, Any]:

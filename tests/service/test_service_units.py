@@ -8,7 +8,6 @@ from dataclasses import fields
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from service_support import finished_match, states_of
 
 import engine
 from clients import messages
@@ -16,6 +15,7 @@ from clients.refusals import error_infos
 from service import errors, reading
 from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
+from tests.service.service_support import finished_match, states_of
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
 CONTRACT = {
