@@ -43,6 +43,9 @@ rm -rf "$root/tmp/wheels" "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/a
   "$root"/var/log/*.log "$root"/var/cache/ldconfig/aux-cache
 
 # Devices, /proc and /sys are the engine's to provide at run time.
+# Written aside and renamed, so that a reader never sees half a tarball.
+partial=$(mktemp "$out.XXXXXX")
 tar --numeric-owner --exclude=./dev/* --exclude=./proc/* --exclude=./sys/* \
-  -C "$root" -cf "$out.partial" .
-mv "$out.partial" "$out"
+  -C "$root" -cf "$partial" .
+chmod 644 "$partial"
+mv "$partial" "$out"

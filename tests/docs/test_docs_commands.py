@@ -227,6 +227,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "nice -n 10 .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),
+    ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
+        "the image test itself, which the test command runs (-s only shows its figures)"
+    ),
     # RELIABILITY.md
     (
         ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
