@@ -276,3 +276,17 @@ def test_final_stage_has_no_build_tools(parsed: tuple[dict[str, str], list[Stage
         assert tool not in runs, tool
     assert re.search(r"pip uninstall -y pip\b", runs)
     assert not [a for a in final.all("COPY") if "--from" not in a], "final stage copies sources"
+
+
+def test_a_package_mirror_can_be_named_for_the_installs(
+    parsed: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """`--build-arg PIP_INDEX_URL=...` (docs/deploy.md): declared in the build stage before its
+    first install, so docker passes it to those RUNs as the variable pip reads."""
+    build = parsed[1][0]
+    keywords = [(i.keyword, i.args) for i in build.instructions]
+    declared = keywords.index(("ARG", "PIP_INDEX_URL"))
+    first_install = next(
+        n for n, (k, a) in enumerate(keywords) if k == "RUN" and "pip install" in a
+    )
+    assert declared < first_install

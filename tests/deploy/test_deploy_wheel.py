@@ -1,10 +1,10 @@
 """The project installed the way a user installs it, and used from outside the repository.
 
 Exactly what deploy/Dockerfile copies into its build stage is copied into a temporary
-directory outside the checkout; the Dockerfile's generate step runs there with the locked
-build tools; `python -m build` makes the sdist and, from the sdist, the wheel (fetching the
-build backend pyproject.toml declares, as pip and build do by default); the wheel goes into a
-fresh virtual environment holding the locked runtime versions and nothing else. That
+directory outside the checkout; the Dockerfile's generate step runs there; `python -m build`
+makes the sdist and, from the sdist, the wheel (without build isolation, as the image builds
+it); the wheel goes into a fresh virtual environment holding the locked runtime versions and
+nothing else (installed by uv, the lock's own tool; the image installs the same lock with pip). That
 environment then serves every RPC from a working directory outside the checkout, plays a match
 and verifies its record, with no path of the repository importable.
 """
@@ -91,28 +91,36 @@ def installed() -> Iterator[Installed]:
     src = root / "src"
     copy_build_sources(src)
     env = _clean_env()
-    # The Dockerfile's build stage: the locked tools in a venv of their own, then generate.
-    tools = root / "tools"
-    _run([sys.executable, "-m", "venv", str(tools)], root, env)
-    lock = str(src / "deploy" / "build-requirements.lock")
-    _run([str(tools / "bin" / "pip"), "install", "-q", "--require-hashes", "-r", lock], root, env)
-    _run([str(tools / "bin" / "python"), "proto/generate.py"], src, env)
-    # `python -m build`: the sdist, then the wheel from the unpacked sdist.
+    # The Dockerfile's generate step (this environment holds the code generator).
+    _run([sys.executable, "proto/generate.py"], src, env)
+    # `python -m build`: the sdist, then the wheel from the unpacked sdist. Without build
+    # isolation, as the image builds: this environment's setuptools stands for the locked one.
     dist = root / "dist"
-    output = _run([sys.executable, "-m", "build", "--outdir", str(dist), str(src)], root, env)
+    output = _run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(src)],
+        root,
+        env,
+    )
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
+    # A venv with nothing in it (no pip either), filled by uv, the lock's own tool (the image
+    # installs the same lock with pip): the locked runtime versions by hash, then the wheel.
     venv = root / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], root, env)
-    pip = str(venv / "bin" / "pip")
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root, env)
     runtime_lock = str(src / "deploy" / "requirements.lock")
-    _run([pip, "install", "-q", "--require-hashes", "-r", runtime_lock], root, env)
-    _run([pip, "install", "-q", "--no-deps", "--no-index", str(wheel)], root, env)
-    _run([pip, "check"], root, env)
+    _run([*_uv(venv, "install"), "--require-hashes", "-r", runtime_lock], root, env)
+    _run([*_uv(venv, "install"), "--no-deps", str(wheel)], root, env)
+    _run(_uv(venv, "check"), root, env)
     try:
         yield Installed(root, wheel, sdist, venv, output)
     finally:
         subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def _uv(venv: Path, command: str) -> list[str]:
+    """`uv pip COMMAND` acting on `venv` (uv from this environment's development tools)."""
+    uv = str(Path(sys.executable).parent / "uv")
+    return [uv, "pip", command, "--quiet", "--python", str(venv / "bin" / "python")]
 
 
 def _tree_modules(package: str) -> set[str]:
@@ -159,20 +167,16 @@ def test_the_sdist_holds_the_sources_and_no_test_machinery(installed: Installed)
 
 
 def test_the_environment_holds_exactly_the_locked_versions(installed: Installed) -> None:
-    """Every installed distribution but the installer itself is pinned in the runtime lock, at
-    its version, and every pin is installed."""
+    """Every installed distribution is pinned in the runtime lock, at its version, and every
+    pin is installed: nothing else (the venv was made without pip)."""
     listing = _run(
-        [str(installed.venv / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
-        installed.elsewhere,
-        _clean_env(),
+        [*_uv(installed.venv, "list"), "--format", "json"], installed.elsewhere, _clean_env()
     )
     found: dict[str, str] = {
         canonicalize_name(d["name"]): d["version"]
         for d in json.loads(listing[listing.index("[") :].splitlines()[0])
     }
     _, pins = read_lock(REPO / "deploy" / "requirements.lock")
-    for tool in ("pip", "setuptools"):
-        found.pop(tool, None)
     assert found.pop("basra-rules") == "0.1.0"
     assert found == {name: pin.version for name, pin in pins.items()}
 
