@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,7 +284,8 @@ class Burst:
     target: str
     outcomes: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    threads: list[threading.Thread] = field(default_factory=list)
+    pool: ThreadPoolExecutor | None = None
+    running: list[Future[None]] = field(default_factory=list)
 
     def run(self, index: int) -> None:
         """Play moves until a call fails; record how every call ended."""
@@ -315,17 +317,17 @@ class Burst:
 
     def start(self, count: int) -> None:
         """Start `count` calling threads."""
-        for n in range(count):
-            thread = threading.Thread(target=self.run, args=(n,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
+        self.pool = ThreadPoolExecutor(count, thread_name_prefix="burst")
+        self.running = [self.pool.submit(self.run, n) for n in range(count)]
 
     def join(self, timeout: float) -> None:
-        """Wait for every thread to end."""
-        deadline = time.monotonic() + timeout
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        assert not any(t.is_alive() for t in self.threads), "calls still running"
+        """Wait for every thread to end (each ends at its first failed call)."""
+        done, late = wait(self.running, timeout)
+        assert not late, "calls still running"
+        for future in done:
+            future.result()
+        assert self.pool is not None
+        self.pool.shutdown()
 
 
 def _installed_distributions(engine: Engine, chart: ChartRun) -> dict[str, str]:
