@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_support import (
+
+from tests.deploy.deploy_support import (
     CHART_DIR,
     CONTRACT_DEFAULTS,
     DOCKERFILE,

@@ -32,10 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import docker_engine
 import grpc
 import pytest
-from deploy_support import (
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from testkit import reflection as reflect
+from tests.deploy import docker_engine
+from tests.deploy.deploy_support import (
     CHART_OVERRIDES,
     HEALTH_SERVICE,
     REPO,
@@ -46,13 +51,8 @@ from deploy_support import (
     one,
     render,
 )
-from docker_engine import Engine
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
-from test_deploy_lock import read_lock
-
-from testkit import reflection as reflect
+from tests.deploy.docker_engine import Engine
+from tests.deploy.test_deploy_lock import read_lock
 
 IMAGE = "basra-rules:0.1.0"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"

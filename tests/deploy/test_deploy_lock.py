@@ -8,9 +8,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from deploy_support import BUILD_LOCK, REPO, RUNTIME_LOCK
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from tests.deploy.deploy_support import BUILD_LOCK, REPO, RUNTIME_LOCK
 
 BUILD_INPUT = REPO / "deploy" / "build-requirements.in"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from deploy_support import REPO, copy_build_sources
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from packaging.utils import canonicalize_name
-from test_deploy_lock import read_lock
 
 from testkit import harness
 from testkit import reflection as reflect
+from tests.deploy.deploy_support import REPO, copy_build_sources
+from tests.deploy.test_deploy_lock import read_lock
 
 SHIPPED = ("engine", "service", "clients")
 NEVER_SHIPPED = ("tests", "testkit", "benchmarks")

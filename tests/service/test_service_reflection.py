@@ -20,10 +20,10 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2 as pb
-from service_support import InProcess, start_async, start_sync
 
 from service.config import Config
 from testkit import reflection as reflect
+from tests.service.service_support import InProcess, start_async, start_sync
 
 RULES_FILE = "basra/v1/rules.proto"
 HEALTH = "grpc.health.v1.Health"
