@@ -16,12 +16,10 @@ is skipped and says why. Timings go to the test's output (pytest -s) for docs/de
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shlex
-import sys
 import tarfile
 import threading
 import time
@@ -53,6 +51,7 @@ from tests.deploy.deploy_support import (
 )
 from tests.deploy.docker_engine import Engine
 from tests.deploy.test_deploy_lock import read_lock
+from tests.docs.doc_commands import commands
 
 IMAGE = "basra-rules:0.1.0"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
@@ -73,13 +72,7 @@ pytestmark = pytest.mark.timeout(TOTAL_SECONDS)
 
 def _doc_commands() -> list[str]:
     """The commands docs/deploy.md shows (read by tests/docs' own reader)."""
-    path = REPO / "tests" / "docs" / "doc_commands.py"
-    spec = importlib.util.spec_from_file_location("deploy_doc_commands", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return [c.text for c in module.commands() if c.page == "docs/deploy.md"]
+    return [c.text for c in commands() if c.page == "docs/deploy.md"]
 
 
 def documented(prefix: str) -> list[str]:
@@ -412,9 +405,13 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     assert installed.pop("basra-rules") == "0.1.0"
     assert installed == {name: pin.version for name, pin in pins.items()}
 
-    # The chart's settings with no writable metrics directory: one clear line, exit 1.
+    # The chart's settings with no writable metrics directory: one clear line, exit 1; the
+    # first is the line docs/deploy.md shows (all but its time).
+    shown = json.loads(
+        next(b for b in re.findall(r"```text\n(.*?)\n```", page, re.S) if METRICS_ERROR in b)
+    )
     for mounts, why in (
-        (["--tmpfs", "/tmp"], f"Read-only file system: {Path(chart.metrics_dir).parent}"),
+        (["--tmpfs", "/tmp"], shown["error"]),
         ([], "No usable temporary directory"),
     ):
         env = dict(chart.env)
@@ -428,6 +425,9 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
         parsed = json.loads(line)
         assert parsed["event"] == METRICS_ERROR and parsed["level"] == "error", parsed
         assert why in parsed["error"], parsed
+        if mounts:
+            assert list(parsed) == list(shown)
+            assert {**parsed, "timestamp": "..."} == shown
 
     # The container as the chart runs it.
     metrics_dir = tmp_path / "metrics"  # the emptyDir: a directory of the node
