@@ -30,6 +30,8 @@ PATHS = {
     "v1alpha": "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 }
 RULES_SERVICE = "basra.v1.RulesService"
+# Every RPC of the contract; a test compares this with what reflection says the service has.
+RULE_RPCS = ("NewMatch", "LegalMoves", "Apply", "PlayerView", "Replay", "SuggestMove")
 
 
 class ReflectionError(LookupError):
@@ -199,10 +201,6 @@ def every_rulesservice_call(reflector: Reflector, seed: bytes = b"reflection") -
     assert suggested["action"]["seat"] == mover, suggested
     answers["SuggestMove"] = suggested
     return answers
-
-
-# Every RPC of the contract; a test compares this with what reflection says the service has.
-RULE_RPCS = ("NewMatch", "LegalMoves", "Apply", "PlayerView", "Replay", "SuggestMove")
 
 
 def method_names(reflector: Reflector, service: str) -> list[str]:
