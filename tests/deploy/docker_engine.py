@@ -177,7 +177,17 @@ def started() -> Iterator[Engine]:
     finally:
         _stop(engine)
         log.close()
+        _unmount_below(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _unmount_below(root: Path) -> None:
+    """Unmount what dockerd left mounted in its directories (its default network namespace
+    stays bound under the exec root after it stops), deepest first."""
+    mounted = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    below = [m for m in mounted if Path(m).is_relative_to(root)]
+    for point in sorted(below, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
 
 
 def _stop(engine: Engine) -> None:
