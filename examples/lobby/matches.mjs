@@ -131,7 +131,7 @@ export class Lobby {
   #record(match, answer, note) {
     match.state = answer.state;
     match.signed = answer.signed_state ?? null;
-    const audiences = [answer.seat_events[0].events, answer.seat_events[1].events, answer.public_events ?? []];
+    const audiences = [answer.seat_events[0].events, answer.seat_events[1].events, answer.public_events];
     audiences.forEach((events, audience) => match.logs[audience].push(...events));
     this.#nextTurn(match);
     this.#enqueue(match, () => this.#publish(match, audiences, note));

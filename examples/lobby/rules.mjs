@@ -74,7 +74,7 @@ function errorInfo(error) {
   return detail ? ErrorInfo.toObject(ErrorInfo.decode(detail.value)) : null;
 }
 
-function loadService(protoDir) {
+export function loadService(protoDir = DEFAULT_PROTO_DIR) {
   const definition = protoLoader.loadSync(path.join('basra', 'v1', 'rules.proto'), {
     includeDirs: [protoDir],
     // snake_case names as in the .proto; unset fields stay absent (an optional seat keeps its

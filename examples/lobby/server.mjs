@@ -67,6 +67,18 @@ function actionOf(body) {
   return action;
 }
 
+// A new match from the front page's form: seat 0 is the person asking; seat 1 a bot or a guest.
+function newMatchOf(body) {
+  const name = (text, otherwise) => String(text ?? otherwise).slice(0, 64);
+  const turnSeconds = Math.max(0, Math.min(600, Number(body.turnSeconds) || 0));
+  if (body.opponent === 'human') {
+    return { labels: [name(body.name, 'You'), name(body.opponentName, 'Guest')], seats: [{ human: true }, { human: true }], turnSeconds };
+  }
+  const bot = level(body.level ?? 'BOT_LEVEL_GREEDY');
+  const botName = `${bot.replace('BOT_LEVEL_', '').toLowerCase()} bot`;
+  return { labels: [name(body.name, 'You'), botName], seats: [{ human: true }, { bot }], turnSeconds };
+}
+
 function serveStatic(url, response) {
   const name = url.pathname === '/' ? 'index.html' : url.pathname.slice(1);
   const file = path.resolve(PUBLIC, name);
@@ -96,12 +108,7 @@ async function route(lobby, rules, request, response) {
 
   if (parts[1] === 'matches' && parts.length === 2) {
     if (!post) return reply(response, 200, { matches: lobby.list() });
-    const body = await readJSON(request);
-    const human = String(body.name ?? 'You').slice(0, 64);
-    const opponent = body.opponent === 'human' ? { human: true } : { bot: level(body.level ?? 'BOT_LEVEL_GREEDY') };
-    const other = opponent.human ? String(body.opponentName ?? 'Guest').slice(0, 64) : `${opponent.bot.replace('BOT_LEVEL_', '').toLowerCase()} bot`;
-    const turnSeconds = Math.max(0, Math.min(600, Number(body.turnSeconds ?? 0) || 0));
-    const match = await lobby.create({ labels: [human, other], seats: [{ human: true }, opponent], turnSeconds });
+    const match = await lobby.create(newMatchOf(await readJSON(request)));
     return reply(response, 200, { id: match.id, seats: match.seats.map((seat) => seat.token) });
   }
 

@@ -14,8 +14,8 @@ $('new').addEventListener('submit', async (submit) => {
     level: $('level').value,
     turnSeconds: Number($('turn').value),
   });
-  if (answer.error) {
-    $('links').textContent = answer.error;
+  if (answer.error || answer.refusal) {
+    $('links').textContent = answer.error ?? `Refused: ${answer.refusal.reason}. ${answer.refusal.message}`;
     return;
   }
   const [mine, theirs] = answer.seats;
