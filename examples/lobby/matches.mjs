@@ -106,7 +106,7 @@ export class Lobby {
     const events = [...match.logs[audience]];
     this.#enqueue(match, async () => {
       match.watchers.add(watcher);
-      send({ view: await this.#view(match, audience), events, deadline: match.deadline });
+      send({ view: await this.#view(match, audience).catch(() => null), events, deadline: match.deadline });
     });
     return () => match.watchers.delete(watcher);
   }
@@ -145,13 +145,11 @@ export class Lobby {
   }
 
   async #publish(match, audiences, note) {
-    const wanted = new Set([...match.watchers].map((watcher) => watcher.audience));
-    const views = new Map();
-    for (const audience of wanted) views.set(audience, await this.#view(match, audience));
-    for (const watcher of match.watchers) {
-      const message = { view: views.get(watcher.audience), events: audiences[watcher.audience], deadline: match.deadline };
-      if (note) message.note = note;
-      watcher.send(message);
+    for (const audience of new Set([...match.watchers].map((watcher) => watcher.audience))) {
+      // Without a view (the service unreachable after its retries), the events still go out.
+      const view = await this.#view(match, audience).catch(() => null);
+      const message = { view, events: audiences[audience], deadline: match.deadline, ...(note ? { note } : {}) };
+      for (const watcher of match.watchers) if (watcher.audience === audience) watcher.send(message);
     }
   }
 

@@ -19,10 +19,11 @@ const names = () => (view?.seats ?? []).map((s, i) => s.label || `seat ${i}`);
 
 function onUpdate(message) {
   // Updates arrive in order; a view older than the one shown is never drawn.
-  if (!view || (message.view.seq ?? 0) >= (view.seq ?? 0)) view = message.view;
+  if (message.view && (!view || (message.view.seq ?? 0) >= (view.seq ?? 0))) view = message.view;
   deadline = message.deadline;
   for (const event of message.events) addEvent(describe(event, names()));
   if (message.note) addNote(message.note);
+  if (!view) return;
   if (selected && !(view.hand ?? []).includes(selected)) selected = null;
   render();
 }
