@@ -1,4 +1,4 @@
-"""Capture plans (RULES.md section 3): what a played card may take from the floor.
+"""Capture plans (docs/rules.md section 3): what a played card may take from the floor.
 
 A numeric card of value v takes R, the floor cards of its rank, plus the cards of an
 inclusion-maximal collection of pairwise disjoint groups (2+ other floor cards summing to v).

@@ -1,4 +1,4 @@
-"""Scoring of a finished hand (RULES.md section 4) and the end of the match (section 5)."""
+"""Scoring of a finished hand (docs/rules.md section 4) and the end of the match (section 5)."""
 
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ CARD_TREES = (
 )
 
 COMMANDS: dict[str, Run | Serve | NotRun] = {
-    # README.md
+    # README.md and docs/getting-started.md (the quick start, trying it, a client in C++)
     "bash .ci/serve": NotRun(
         "the quick start's server on the fixed ports 50051 and 9464, which its set-up "
         "re-installs .venv for; checked from a fresh clone before a release"

@@ -1,4 +1,4 @@
-"""RULES.md section 1: cards, text codes, canonical order, numeric values, the floor 7D."""
+"""docs/rules.md section 1: cards, text codes, canonical order, numeric values, the floor 7D."""
 
 from __future__ import annotations
 

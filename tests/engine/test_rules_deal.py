@@ -1,4 +1,4 @@
-"""RULES.md section 2: seats, dealer, the deal, the floor fix, rounds and plays."""
+"""docs/rules.md section 2: seats, dealer, the deal, the floor fix, rounds and plays."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RULES.md sections 4 and 5: leftovers, hand points, the 26/26 carry, the 121 target."""
+"""docs/rules.md sections 4 and 5: leftovers, hand points, the 26/26 carry, the 121 target."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The recorded JSON of whole matches is replayed here with plain lists of card codes: the floor,
 the hands and the piles are rebuilt from the events alone, every capture is checked against
 the independent plan enumerator and every hand score against the independent scorer
-(tests/engine/brute.py, written from RULES.md and sharing no code with engine/). The
+(tests/engine/brute.py, written from docs/rules.md and sharing no code with engine/). The
 states, the legal moves, the seat events and the player views of the corpus are then held
 against that reconstruction. Only protobuf's own parser and JSON printer are used to read the
 corpus; none of service.convert.
@@ -355,7 +355,7 @@ def test_every_recorded_view_shows_the_seat_what_the_state_allows_and_no_more() 
 
 
 def test_every_recorded_list_of_legal_moves_is_the_independent_one() -> None:
-    """LegalMoves answers: the plans of each card of the hand to move, as RULES.md lists them."""
+    """LegalMoves answers: the plans of each card of the hand to move, as the rules list them."""
     answered = [c for c in load_cases() if c.rpc == "LegalMoves" and c.expected.code == OK]
     assert len(answered) >= 50
     for case in answered:
