@@ -19,26 +19,41 @@ const names = () => (view?.seats ?? []).map((s, i) => s.label || `seat ${i}`);
 
 function onUpdate(message) {
   // Updates arrive in order; a view older than the one shown is never drawn.
+  const before = view?.seq ?? -1;
   if (message.view && (!view || (message.view.seq ?? 0) >= (view.seq ?? 0))) view = message.view;
   deadline = message.deadline;
-  for (const event of message.events) addEvent(describe(event, names()));
-  if (message.note) addNote(message.note);
+  let play = null; // the line of this update's play, which a note explains
+  for (const event of message.events) {
+    const line = addEvent(describe(event, names()));
+    if (event.kind === 'captured' || event.kind === 'trailed') play = line;
+  }
+  if (message.note) explain(message.note, play);
   if (!view) return;
+  if ((view.seq ?? 0) !== before) {
+    // A new position: the last hint and refusal were about the old one.
+    showRefusal(null);
+    $('hint-text').textContent = '';
+  }
   if (selected && !(view.hand ?? []).includes(selected)) selected = null;
   render();
 }
 
 function addEvent(text) {
-  if (!text) return;
+  if (!text) return null;
   const item = document.createElement('li');
   item.textContent = text;
   $('events').prepend(item);
+  return item;
 }
 
-function addNote(note) {
+// Why a bot played what it played, or that the turn timer played for a seat.
+function explain(note, play) {
   const who = names()[note.seat];
-  if (note.timeout !== undefined) addEvent(`Time ran out for ${who}: the ${levelName(note.level)} bot played (${note.reason})`);
-  else addEvent(`${who} (${levelName(note.level)} bot): ${note.reason}`);
+  if (note.timeout !== undefined) {
+    addEvent(`Time ran out for ${who}: the ${levelName(note.level)} bot played (${note.reason})`);
+  } else if (play) {
+    play.append(` (${note.reason})`);
+  }
 }
 
 function renderSeat(index) {
