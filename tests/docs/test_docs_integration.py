@@ -12,7 +12,7 @@ LINK = re.compile(r"\(\.\./(examples/lobby/[\w./-]+)#L(\d+)-L(\d+)\)")
 
 
 def test_every_excerpt_of_the_integration_page_is_the_code_its_link_names() -> None:
-    """A change of the example that moves or alters quoted lines fails here until the page follows."""
+    """A change of the example that moves or alters quoted lines fails until the page follows."""
     text = PAGE.read_text(encoding="utf-8").splitlines()
     excerpts = [b for b in blocks(PAGE) if b.tag == "js"]
     assert len(excerpts) >= 10
