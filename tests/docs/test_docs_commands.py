@@ -285,7 +285,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "/tmp/match.json"
     ): Run(address="localhost:50051"),
     (
-        ".venv/bin/python -c \"import grpc, pathlib; from basra.v1 import rules_pb2 as pb, "
+        '.venv/bin/python -c "import grpc, pathlib; from basra.v1 import rules_pb2 as pb, '
         "rules_pb2_grpc as rpc; channel = grpc.insecure_channel('localhost:50051', "
         "options=[('grpc.service_config', "
         "pathlib.Path('deploy/grpc-service-config.json').read_text())]); "
