@@ -6,9 +6,9 @@ pairing: matches, the first level's match win rate with a 95 % Wilson interval, 
 point margin per hand (total points minus the opponent's, over all hands played) with a 95 %
 interval over the duplicate pairs.
 
-    .venv/bin/python benchmarks/bot_ladder.py                                  # the full ladder
-    .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --procs 2
-    taskset -c 1 .venv/bin/python benchmarks/bot_ladder.py --pair GREEDY RANDOM 100 --procs 1
+    .venv/bin/python -m benchmarks.bot_ladder                                  # the full ladder
+    .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 1000 --procs 2
+    taskset -c 1 .venv/bin/python -m benchmarks.bot_ladder --pair GREEDY RANDOM 100 --procs 1
 
 Runs on other seeds (--start) add up: --merge reads the --json-out files of several runs and
 prints each pairing pooled over them (matches and wins summed, the Wilson interval of the
@@ -19,7 +19,6 @@ independent estimates weighted by hands).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import multiprocessing
@@ -31,12 +30,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from engine import Action, Status, apply, new_match  # noqa: E402
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest  # noqa: E402
-from engine.view import information_set  # noqa: E402
+from benchmarks.measure import finish, header, now
+from engine import Action, Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
+from engine.view import information_set
 
 # Seeds per pairing (matches are twice as many): at least 2,000 matches of STRONG v GREEDY.
 LADDER = (("STRONG", "GREEDY", 1000), ("GREEDY", "RANDOM", 500), ("STRONG", "RANDOM", 300))
@@ -161,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON", help="pool runs")
     args = parser.parse_args(argv)
     if args.merge:
-        _print_table(merge([json.loads(path.read_text()) for path in args.merge]))
+        _print_table(merge([json.loads(path.read_text())["results"] for path in args.merge]))
         return 0
     pairs: list[tuple[str, str, int]] = (
         [(a.upper(), b.upper(), int(n)) for a, b, n in args.pair] if args.pair else list(LADDER)
@@ -169,20 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds is not None:
         pairs = [(a, b, args.seeds) for a, b, _ in pairs]
     budget = Budget(args.deals, args.nodes)
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
         results = [
             run_pair(a, b, n, start=args.start, budget=budget, pool=pool) for a, b, n in pairs
         ]
     print(
-        f"bot_ladder {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"benchmarks/bot_ladder.py {' '.join(argv or sys.argv[1:])}\n"
+        f"{header('bot_ladder', started, argv)}\n"
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {args.procs} processes; seeds ladder-{args.start}.."
     )
     _print_table(results)
-    if args.json_out:
-        args.json_out.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    finish(args.json_out, started, argv, {"results": [asdict(r) for r in results]})
     return 0
 
 

@@ -6,16 +6,13 @@ per rank, at most 3 extra cards (engine.plans.reachable_shapes). This script wal
 floor of that shape for every played value and reports the most search steps one needs
 (docs/rules.md cites it).
 
-    .venv/bin/python benchmarks/work_bound.py
+    .venv/bin/python -m benchmarks.work_bound
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.plans import DEFAULT_WORK_LIMIT, _search, reachable_shapes
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_support import CHART_DIR, CONTRACT_DEFAULTS, DOCKERFILE, REPO
+
+from tests.deploy.deploy_support import CHART_DIR, CONTRACT_DEFAULTS, DOCKERFILE, REPO
 
 DOCKERIGNORE = DOCKERFILE.with_name(DOCKERFILE.name + ".dockerignore")
 

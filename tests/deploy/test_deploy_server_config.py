@@ -7,7 +7,9 @@ from dataclasses import fields
 from typing import Any
 
 import pytest
-from deploy_support import (
+
+from service.config import Config, env_name, resolve
+from tests.deploy.deploy_support import (
     ALL_ON,
     CHART_DIR,
     CHART_OVERRIDES,
@@ -17,8 +19,6 @@ from deploy_support import (
     manifests,
     render,
 )
-
-from service.config import Config, env_name, resolve
 
 
 def server_schema() -> dict[str, Any]:

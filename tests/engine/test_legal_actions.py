@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import random
 
-import brute
 import pytest
-from states import scene
 
 from engine import (
     MAX_PLANS,
@@ -22,7 +20,9 @@ from engine import (
     parse_card,
 )
 from engine.facts import DECK_SIZE
+from testkit import brute
 from testkit.actions import play_match, spellings
+from tests.engine.states import scene
 
 
 def _states(count: int) -> list[State]:

@@ -6,10 +6,8 @@ import hashlib
 import random
 from dataclasses import fields
 
-import brute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from states import assert_unchanged, kept
 
 from engine import (
     Action,
@@ -38,7 +36,9 @@ from engine import (
     seat_view,
 )
 from engine.view import HiddenDeal
+from testkit import brute
 from testkit.actions import random_action
+from tests.engine.states import assert_unchanged, kept
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import brute
-from states import act, build, refused_play, scene
-
 from engine import (
     BasraScored,
     Captured,
@@ -18,6 +15,8 @@ from engine import (
     parse_card,
     parse_cards,
 )
+from testkit import brute
+from tests.engine.states import act, build, refused_play, scene
 
 TEN_CARDS = ["AC", "2C", "3C", "4C", "5C", "6C", "8C", "9C", "10C", "2H"]
 

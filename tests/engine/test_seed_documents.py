@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import random
 
-import brute
-from states import act, build, last_play, refused_play, scene
-
 from engine import (
     BasraScored,
     Captured,
@@ -33,7 +30,9 @@ from engine import (
     score_hand,
     seat_view,
 )
+from testkit import brute
 from testkit.actions import play_match
+from tests.engine.states import act, build, last_play, refused_play, scene
 
 CD = [c for c in brute.ALL_CODES if c[-1] in "CD"]
 HS = [c for c in brute.ALL_CODES if c[-1] in "HS"]

@@ -15,8 +15,6 @@ import json
 from typing import Any
 
 import pytest
-from sources import RULES_PAGE, SEED_EXAMPLES, SHARED, stated_rules
-from states import act, refused_play, scene
 
 from engine import (
     BasraScored,
@@ -32,6 +30,8 @@ from engine import (
     score_hand,
 )
 from engine.cards import mask_of
+from tests.engine.sources import RULES_PAGE, SEED_EXAMPLES, SHARED, stated_rules
+from tests.engine.states import act, refused_play, scene
 
 DATA = json.loads(SEED_EXAMPLES.read_text(encoding="utf-8"))
 EXAMPLES: list[dict[str, Any]] = DATA["examples"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import brute
 import pytest
-from sources import SHARED, VECTORS
 
 from engine import code, codes, parse_card, parse_cards, plans_for, score_hand
+from testkit import brute
+from tests.engine.sources import SHARED, VECTORS
 
 SHARED_VECTORS = SHARED / "vectors"
 VECTOR_FILES = ("plans.json", "scores.json")

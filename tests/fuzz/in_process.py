@@ -3,9 +3,9 @@
 Every request goes through the server's request reader and `respond`, exactly as a worker
 runs it, and must end as an answer or as a refusal with an allowed code, one ErrorInfo and a
 known reason other than UNPROCESSABLE (which would mean an exception nobody anticipated).
-Every answer of Apply, LegalMoves or PlayerView must also be, byte for byte, what the
-conversion path the service had before its answers were written as bytes gives
-(benchmarks/reference_path.py); legal actions on valid states must be answered. The test
+Every answer of Apply, LegalMoves or PlayerView must also be, byte for byte, the answer
+built as protobuf messages field by field (testkit.reference_encoder, the oracle of the
+service's own wire writer); legal actions on valid states must be answered. The test
 command runs a few thousand requests (tests/fuzz/test_fuzz_in_process.py); long runs:
 
     .venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report fuzz-in-process.json
@@ -36,11 +36,10 @@ from service import convert, errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
-from service.servicer import METHODS, _reader, respond
+from service.servicer import METHODS, RulesServicer, respond
+from testkit import reference_encoder
 from testkit.actions import action_to_proto, play_match, random_action
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import reference_path as old
+from testkit.registered import method_handlers, request_reader
 
 # The codes a refusal may end with, written out by hand (not read from service.errors) so
 # that both fuzzers would catch a reason mapped to the wrong code.
@@ -170,7 +169,7 @@ def random_action_message(rnd: random.Random, state: pb.State) -> pb.Action:
 
 @dataclass
 class Run:
-    """The handlers, the old path and the tally of one fuzzing run."""
+    """The handlers, the oracle and the tally of one fuzzing run."""
 
     requests: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -180,8 +179,9 @@ class Run:
 
     def __post_init__(self) -> None:
         self.handlers = make_handlers(Config(), None)
-        limit = Config().max_message_bytes
-        self.readers = {rpc: _reader(kinds[0], limit) for rpc, kinds in METHODS.items()}
+        # The request readers a worker's server registers (never raising, size-limited).
+        registered = method_handlers(RulesServicer(self.handlers), Config().max_message_bytes)
+        self.readers = {rpc: request_reader(registered[rpc]) for rpc in METHODS}
         self.methods: dict[str, Callable[[Any], bytes]] = {
             "NewMatch": self.handlers.new_match,
             "Apply": self.handlers.apply,
@@ -189,11 +189,6 @@ class Run:
             "PlayerView": self.handlers.player_view,
             "Replay": self.handlers.replay,
             "SuggestMove": self.handlers.suggest_move,
-        }
-        self.old: dict[str, Callable[[bytes, Callable[[float], None]], bytes]] = {
-            "Apply": old.apply,
-            "LegalMoves": old.legal_moves,
-            "PlayerView": old.player_view,
         }
 
     def finding(self, text: str) -> None:
@@ -222,20 +217,16 @@ class Run:
         self.outcomes[f"{rpc} OK"] += 1
         if not isinstance(answer, bytes):
             self.finding(f"{rpc} answered a {type(answer).__name__}, not bytes: {data.hex()}")
-        elif rpc in self.old:
+        elif rpc in reference_encoder.ANSWERS:
             try:
-                before = self.old[rpc](data, _ignore)
+                expected = reference_encoder.ANSWERS[rpc](METHODS[rpc][0].FromString(data))
             except Exception as error:
-                self.finding(f"{rpc} answered what the old path refused ({error!r}): {data.hex()}")
+                self.finding(f"{rpc} answered what the oracle refused ({error!r}): {data.hex()}")
                 return
-            if before != answer:
-                self.finding(f"{rpc} answer differs from the old path's: {data.hex()}")
+            if expected != answer:
+                self.finding(f"{rpc} answer differs from the oracle's: {data.hex()}")
         else:
             METHODS[rpc][1].FromString(answer)  # an answer parses as its type
-
-
-def _ignore(seconds: float) -> None:
-    """The old path's plan-timing observer: nothing to observe here."""
 
 
 def requests(rnd: random.Random, pool: Sequence[bytes]) -> tuple[str, bytes, bool]:

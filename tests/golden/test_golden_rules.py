@@ -3,7 +3,7 @@
 The recorded JSON of whole matches is replayed here with plain lists of card codes: the floor,
 the hands and the piles are rebuilt from the events alone, every capture is checked against
 the independent plan enumerator and every hand score against the independent scorer
-(tests/engine/brute.py, written from docs/rules.md and sharing no code with engine/). The
+(testkit/brute.py, written from docs/rules.md and sharing no code with engine/). The
 states, the legal moves, the seat events and the player views of the corpus are then held
 against that reconstruction. Only protobuf's own parser and JSON printer are used to read the
 corpus; none of service.convert.
@@ -17,10 +17,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import brute
 import pytest
 from basra.v1 import rules_pb2 as pb
 
+from testkit import brute
 from tests.golden.golden_corpus import OK, Case, load_cases, to_json
 
 Json = Mapping[str, Any]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import yaml
 from google.protobuf import json_format
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from benchmarks import ghz_data
 from clients import load
 from testkit import harness
 from testkit.harness import ServedProcess
@@ -67,15 +66,9 @@ def test_config_uses_reflection_and_enough_connections(path: Path) -> None:
 
 
 def test_data_files_are_what_the_script_generates() -> None:
-    # Loaded by path: benchmarks/ is a folder of scripts, not a package.
-    spec = importlib.util.spec_from_file_location("ghz_data", REPO / "benchmarks" / "ghz_data.py")
-    assert spec is not None and spec.loader is not None
-    ghz_data = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("ghz_data", ghz_data)  # its dataclasses look their module up
-    spec.loader.exec_module(ghz_data)
     for name, text in ghz_data.render_all().items():
         committed = (GHZ_DIR / "data" / name).read_text(encoding="utf-8")
-        assert committed == text, f"{name} is stale: run benchmarks/ghz_data.py"
+        assert committed == text, f"{name} is stale: run python -m benchmarks.ghz_data"
 
 
 def _reflection_services(address: str) -> list[str]:

@@ -6,8 +6,13 @@ import hashlib
 
 import grpc
 from basra.v1 import rules_pb2 as pb
-from conftest import MakeCaller
-from service_support import (
+
+import engine
+from service import convert
+from service.config import Config
+from testkit.actions import action_to_proto
+from tests.service.conftest import MakeCaller
+from tests.service.service_support import (
     Caller,
     find_state,
     finished_match,
@@ -16,11 +21,6 @@ from service_support import (
     proto,
     states_of,
 )
-
-import engine
-from service import convert
-from service.config import Config
-from testkit.actions import action_to_proto
 
 SEED = b"service-rpc-tests"
 

@@ -10,7 +10,6 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_support import Caller, find_state, finished_match, has_multi_plan_card, proto
 
 import engine
 from engine import Status
@@ -21,6 +20,13 @@ from service.config import Config
 from service.handlers import Handlers
 from testkit.actions import play_match
 from testkit.hidden import redistribute_hidden
+from tests.service.service_support import (
+    Caller,
+    find_state,
+    finished_match,
+    has_multi_plan_card,
+    proto,
+)
 
 # A caller for a given configuration (the `call_with` fixture of conftest.py).
 MakeCaller = Callable[[Config], Caller]

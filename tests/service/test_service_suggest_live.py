@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import grpc
 from basra.v1 import rules_pb2 as pb
-from service_support import proto, scrape, scrape_until
 
 from engine import State, Status
 from service.handlers import Handlers
@@ -17,6 +16,7 @@ from testkit import harness
 from testkit.actions import play_match
 from testkit.harness import ServedProcess
 from testkit.hidden import redistribute_hidden
+from tests.service.service_support import proto, scrape, scrape_until
 
 METHOD = "/basra.v1.RulesService/SuggestMove"
 CONNECTIONS = 4

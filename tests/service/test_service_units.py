@@ -8,13 +8,13 @@ from dataclasses import fields
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from service_support import finished_match, states_of
 
 import engine
 from clients.refusals import error_infos
 from service import convert, errors
 from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
+from tests.service.service_support import finished_match, states_of
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
 CONTRACT = {

@@ -7,7 +7,6 @@ import random
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from trust_support import TIMEOUT, refusal, serving
 
 import engine
 from engine import Action, State, Status
@@ -15,6 +14,7 @@ from engine.plans import plan_work
 from service import convert
 from service.config import Config
 from testkit.actions import action_to_proto, play_match
+from tests.trust.trust_support import TIMEOUT, refusal, serving
 
 
 def _match(seed: bytes) -> tuple[list[State], list[Action]]:

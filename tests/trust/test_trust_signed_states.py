@@ -11,13 +11,13 @@ from typing import Any
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from trust_support import TIMEOUT, refusal, serving
 
 from service import errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.signing import DOMAIN, mac
+from tests.trust.trust_support import TIMEOUT, refusal, serving
 
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
 

@@ -2,7 +2,8 @@
 
 It shares no code with engine/: cards are handled as text codes, and every rule is written
 out as plainly as possible (all subsets, all collections of disjoint groups) so that it is
-easy to check by eye. It is slow on big floors, which is fine for tests.
+easy to check by eye. It is slow on big floors, which is fine for an oracle: the engine's
+tests, the golden corpus and the engine benchmark compare the engine with it.
 """
 
 from __future__ import annotations
