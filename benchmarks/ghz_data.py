@@ -25,8 +25,8 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from clients.messages import state_to_proto
 from engine import Action, State
-from service.convert import state_to_proto
 from testkit.actions import action_to_proto, play_match
 
 ROOT = Path(__file__).resolve().parent.parent

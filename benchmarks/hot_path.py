@@ -70,7 +70,7 @@ import engine
 from benchmarks import ghz_data
 from benchmarks.measure import finish, header, now, pass_us
 from engine.rng import commitment
-from service import convert
+from service import reading, writing
 from service.config import Config
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.logs import make_logger
@@ -169,15 +169,15 @@ def call_rows(served: _Served) -> list[Row]:
     for data in calls:  # the whole call answers what the handler does
         assert whole_call(data) == apply(data)
 
-    states = [convert.state_from_proto(r.state) for r in applies]
-    actions = [convert.action_from_proto(r.action) for r in applies]
+    states = [reading.state_from_proto(r.state) for r in applies]
+    actions = [reading.action_from_proto(r.action) for r in applies]
     results = [engine.apply(s, a, check=False) for s, a in zip(states, actions, strict=True)]
     after_moves = [engine.legal_moves(s) for s, _ in results]
     cards = [len(m) for m in after_moves]
 
     def read(data: bytes) -> object:
         request = read_apply(data)
-        return convert.state_from_proto(request.state), convert.action_from_proto(request.action)
+        return reading.state_from_proto(request.state), reading.action_from_proto(request.action)
 
     def rules(pair: tuple[engine.State, engine.Action]) -> object:
         engine.check_state(pair[0])
@@ -186,9 +186,9 @@ def call_rows(served: _Served) -> list[Row]:
 
     def write(item: Any) -> bytes:
         (state, events), moves = item
-        encoded = convert.state_bytes(state)
-        return convert.match_response_bytes(
-            encoded, events, convert.moves_bytes(state.to_move, moves), commitment(state.seed), None
+        encoded = writing.state_bytes(state)
+        return writing.match_response_bytes(
+            encoded, events, writing.moves_bytes(state.to_move, moves), commitment(state.seed), None
         )
 
     def plan_observations(count: int) -> None:
@@ -312,8 +312,8 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
         with tracer.start_as_current_span("parent"):
             pass
 
-    states = [convert.state_from_proto(r.state) for r in applies]
-    actions = [convert.action_from_proto(r.action) for r in applies]
+    states = [reading.state_from_proto(r.state) for r in applies]
+    actions = [reading.action_from_proto(r.action) for r in applies]
     afters = [engine.apply(s, a, check=False)[0] for s, a in zip(states, actions, strict=True)]
 
     def timed_plans(card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:

@@ -390,7 +390,7 @@ def _ms(ns: int) -> str:
 
 
 @dataclass(slots=True)
-class _Tally:
+class _RunCounts:
     """Mutable counters of one run, owned by that run's event loop only."""
 
     issued: int = 0
@@ -420,7 +420,7 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
                 f"cannot connect to {config.host} within {config.connect_timeout:g} s"
             ) from None
         calls = [ch.unary_unary(config.path, None, None) for ch in channels]
-        tally = _Tally()
+        counts = _RunCounts()
         metadata = config.metadata or None
         start = time.perf_counter_ns()
         stop_at = start + int(config.duration * 1e9) if config.duration else 0
@@ -432,11 +432,11 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
         async def worker(index: int) -> None:
             call = calls[index % len(calls)]
             while True:
-                if total and tally.issued >= total:
+                if total and counts.issued >= total:
                     return
                 # Reserve the call's number first: pacing sleeps, and other workers go on.
-                number = tally.issued
-                tally.issued += 1
+                number = counts.issued
+                counts.issued += 1
                 if interval_ns:
                     wait = start + number * interval_ns - time.perf_counter_ns()
                     if wait > 0:
@@ -454,19 +454,19 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
                     error = f"rpc error: code = {code} desc = {exc.details() or ''}"
                 ended = time.perf_counter_ns()
                 if number >= config.skip_first:
-                    tally.latencies.append(ended - began)
-                    tally.statuses[code] += 1
+                    counts.latencies.append(ended - began)
+                    counts.statuses[code] += 1
                     if error is not None:
-                        tally.errors[error] += 1
-                tally.last_done = ended
+                        counts.errors[error] += 1
+                counts.last_done = ended
 
         await asyncio.gather(*(worker(i) for i in range(config.concurrency)))
-        finished = tally.last_done or time.perf_counter_ns()
+        finished = counts.last_done or time.perf_counter_ns()
         return Report(
             total_ns=finished - start,
-            latencies_ns=tuple(tally.latencies),
-            statuses=dict(tally.statuses),
-            errors=dict(tally.errors),
+            latencies_ns=tuple(counts.latencies),
+            statuses=dict(counts.statuses),
+            errors=dict(counts.errors),
             name=config.name,
         )
     finally:

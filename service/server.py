@@ -15,7 +15,6 @@ from grpc_health.v1 import _async as health_aio  # the module health.aio re-expo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from engine.bot import Budget, Level
 from service.config import Config
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
@@ -71,13 +70,7 @@ def receive_limit(config: Config) -> int:
 
 def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
-    limits = Limits(
-        config.plan_work_limit,
-        config.max_replay_actions,
-        config.max_message_bytes,
-        Level(config.bot_level.upper()),
-        Budget(config.bot_max_deals, config.bot_max_nodes),
-    )
+    limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
     if metrics is None:
         return Handlers(limits, keyring=keyring)

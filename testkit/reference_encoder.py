@@ -18,7 +18,7 @@ from basra.v1 import rules_pb2 as pb
 import engine
 from engine import code, codes
 from engine.rng import commitment
-from service import convert
+from service import reading
 
 _STATUS = {engine.Status.IN_PROGRESS: pb.STATUS_IN_PROGRESS, engine.Status.OVER: pb.STATUS_OVER}
 
@@ -175,7 +175,7 @@ def view_message(view: engine.SeatView) -> pb.PlayerView:
 
 
 def _checked(message: pb.State) -> engine.State:
-    state = convert.state_from_proto(message)
+    state = reading.state_from_proto(message)
     engine.check_state(state)
     return state
 
@@ -183,7 +183,7 @@ def _checked(message: pb.State) -> engine.State:
 def apply_answer(request: pb.ApplyRequest) -> bytes:
     """The ApplyResponse of an answered Apply request."""
     state = _checked(request.state)
-    after, events = engine.apply(state, convert.action_from_proto(request.action), check=False)
+    after, events = engine.apply(state, reading.action_from_proto(request.action), check=False)
     response = pb.ApplyResponse(
         state=state_message(after),
         events=[event_message(e) for e in events],

@@ -141,7 +141,7 @@ def test_an_apply_response_reads_as_a_new_match_response_byte_for_byte() -> None
     """A gateway may handle both answers alike: each one's bytes read fully as the other."""
     handlers = Handlers()
     first = pb.NewMatchResponse.FromString(
-        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"]))
+        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"])).data
     )
     move = first.legal_moves.moves[0]
     action = pb.Action(seat=first.legal_moves.seat, card=move.card)

@@ -32,9 +32,10 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import Message
 
 import engine
-from service import convert, errors
+from service import errors, reading, writing
 from service.config import Config
 from service.errors import Refusal
+from service.handlers import encoded
 from service.server import make_handlers
 from service.servicer import METHODS, RulesServicer, respond
 from testkit import reference_encoder
@@ -50,7 +51,7 @@ ALLOWED = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-KNOWN = frozenset(errors.known_reasons()) - {errors.UNPROCESSABLE}
+KNOWN = frozenset(errors.known_reasons()) - {errors.ServiceReason.UNPROCESSABLE}
 CODES = [engine.code(c) for c in range(52)]
 TRICKY = ["", "AC", "10D", "1D", "0C", "11S", "ac", " KS", "JS\0", "🂡", "10DD", "x" * 70]
 ZONES = ("deck", "floor", "unclaimed", "hand0", "hand1", "captured0", "captured1")
@@ -63,7 +64,7 @@ def _pool(matches: int) -> list[bytes]:
     states: list[engine.State] = []
     for n in range(matches):
         states += play_match(f"fuzz-in-process-{n}".encode(), rnd).states
-    return [convert.state_bytes(s) for s in states]
+    return [writing.state_bytes(s) for s in states]
 
 
 def zone(message: pb.State, name: str) -> Any:
@@ -182,7 +183,7 @@ class Run:
         # The request readers a worker's server registers (never raising, size-limited).
         registered = method_handlers(RulesServicer(self.handlers), Config().max_message_bytes)
         self.readers = {rpc: request_reader(registered[rpc]) for rpc in METHODS}
-        self.methods: dict[str, Callable[[Any], bytes]] = {
+        self.methods: dict[str, Callable[[Any], Any]] = {
             "NewMatch": self.handlers.new_match,
             "Apply": self.handlers.apply,
             "LegalMoves": self.handlers.legal_moves,
@@ -201,7 +202,7 @@ class Run:
         """Run one request as a worker does; check the outcome against the rules above."""
         self.requests += 1
         try:
-            answer = respond(self.methods[rpc], self.readers[rpc](data))
+            answer = encoded(respond(self.methods[rpc], self.readers[rpc](data)))
         except Refusal as refusal:
             self.outcomes[f"{rpc} {refusal.code.name}"] += 1
             self.reasons[refusal.reason] += 1
@@ -234,7 +235,7 @@ def requests(rnd: random.Random, pool: Sequence[bytes]) -> tuple[str, bytes, boo
     roll = rnd.random()
     state = pb.State.FromString(rnd.choice(pool))
     if roll < 0.15 and state.status == pb.STATUS_IN_PROGRESS:
-        engine_state = convert.state_from_proto(state)
+        engine_state = reading.state_from_proto(state)
         action = action_to_proto(random_action(engine_state, rnd, any_spelling=True))
         request: Message = pb.ApplyRequest(state=state, action=action)
         if rnd.random() < 0.3:

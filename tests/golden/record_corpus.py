@@ -28,9 +28,9 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError, Message
 
 import engine
+from clients import messages
 from engine import State, Status
 from engine.rng import first_dealer
-from service import convert
 from service.servicer import METHODS
 from service.signing import Keyring, parse_keys
 from tests.golden.golden_corpus import (
@@ -534,7 +534,7 @@ def too_complex(rec: Recorder, mode: str, keyring: Keyring) -> None:
     """A crafted floor of 32 small cards: the plan search is refused, STATE_TOO_COMPLEX."""
     file = f"{mode}-refusals"
     call = rec.calls(file, mode)
-    message = convert.state_to_proto(_complex_state())
+    message = messages.state_to_proto(_complex_state())
     carried: dict[str, Any] = (
         {"signed_state": _sealed(keyring, message)} if mode == "signed" else {"state": message}
     )

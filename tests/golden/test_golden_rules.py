@@ -6,7 +6,7 @@ the independent plan enumerator and every hand score against the independent sco
 (testkit/brute.py, written from docs/rules.md and sharing no code with engine/). The
 states, the legal moves, the seat events and the player views of the corpus are then held
 against that reconstruction. Only protobuf's own parser and JSON printer are used to read the
-corpus; none of service.convert.
+corpus; none of the service's reading or writing.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from service import convert
+from clients import messages
 from service.config import Config
 from testkit.actions import action_to_proto
 from tests.service.conftest import MakeCaller
@@ -40,8 +40,8 @@ def test_new_match_deals_the_first_hand_as_the_engine_does(call: Caller) -> None
     """NewMatch returns the engine's first state and events, and the moves of the seat to move."""
     result = _new(call, labels=("Ann", "Bob"))
     state, events = engine.new_match(SEED, ("Ann", "Bob"))
-    assert result.state == convert.state_to_proto(state)
-    assert list(result.events) == convert.events_to_proto(events)
+    assert result.state == messages.state_to_proto(state)
+    assert list(result.events) == messages.events_to_proto(events)
     assert result.state.seq == 0 and result.state.status == pb.STATUS_IN_PROGRESS
     assert [s.label for s in result.state.seats] == ["Ann", "Bob"]
     assert _kinds(list(result.events))[:4] == [
@@ -114,10 +114,10 @@ def test_apply_plays_a_whole_match_like_the_engine(call: Caller) -> None:
         after, events = engine.apply(state, action)
         result = outcome.response
         assert result.state == proto(after)
-        assert list(result.events) == convert.events_to_proto(events)
+        assert list(result.events) == messages.events_to_proto(events)
         assert _kinds(list(result.events))[0] == "card_played"
         for seat in (0, 1):
-            expected = convert.events_to_proto(engine.seat_events(events, seat))
+            expected = messages.events_to_proto(engine.seat_events(events, seat))
             assert list(result.seat_events[seat].events) == expected
     assert result.state.status == pb.STATUS_OVER
     assert not result.state.HasField("to_move") and result.state.HasField("winner")
@@ -297,7 +297,7 @@ def test_legal_moves_lists_each_card_with_its_plans(call: Caller) -> None:
     moves = outcome.response.legal_moves
     assert moves.seat == state.to_move
     expected = engine.legal_moves(state)
-    assert moves == convert.moves_to_proto(state.to_move, expected)
+    assert moves == messages.moves_to_proto(state.to_move, expected)
     for move, engine_move in zip(moves.moves, expected, strict=True):
         assert move.trails == (not move.plans)
         assert [p.id for p in move.plans] == list(range(1, len(engine_move.plans) + 1))
@@ -361,7 +361,7 @@ def test_replay_rebuilds_the_match(call: Caller) -> None:
     assert response.state == proto(final)
     assert not response.HasField("refused_index") and not response.HasField("refusal")
     replayed = engine.replay(SEED, actions)
-    assert list(response.events) == convert.events_to_proto(replayed.events)
+    assert list(response.events) == messages.events_to_proto(replayed.events)
 
 
 def test_replay_reports_the_first_refused_action(call: Caller) -> None:

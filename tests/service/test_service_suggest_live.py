@@ -20,7 +20,7 @@ from tests.service.service_support import proto, scrape, scrape_until
 
 METHOD = "/basra.v1.RulesService/SuggestMove"
 CONNECTIONS = 4
-LEVELS = (pb.BOT_LEVEL_RANDOM, pb.BOT_LEVEL_GREEDY, pb.BOT_LEVEL_STRONG)
+PROTO_LEVELS = (pb.BOT_LEVEL_RANDOM, pb.BOT_LEVEL_GREEDY, pb.BOT_LEVEL_STRONG)
 
 Raw = Callable[[bytes], bytes]
 
@@ -91,7 +91,7 @@ def test_every_worker_answers_redealt_unseen_cards_with_the_same_bytes(
             assert seat is not None
             rnd = random.Random(number)
             variants = [state, *(redistribute_hidden(state, seat, rnd) for _ in range(2))]
-            for level in LEVELS:
+            for level in PROTO_LEVELS:
                 here = handlers.suggest_move(
                     pb.SuggestMoveRequest.FromString(_request(state, level, b"live"))
                 )

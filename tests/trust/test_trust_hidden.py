@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from clients import messages
 from engine import State, Status
-from service import convert
 from testkit import harness
 from testkit.actions import action_to_proto, random_action
 
@@ -115,7 +115,7 @@ def test_no_view_and_no_seat_event_shows_what_the_seat_may_not_see(
         state, _ = engine.apply(state, action)
         message = action_to_proto(action)
         result = stub.Apply(pb.ApplyRequest(state=result.state, action=message), timeout=TIMEOUT)
-        assert result.state == convert.state_to_proto(state)
+        assert result.state == messages.state_to_proto(state)
         check_seat_events(result)
         step += 1
     assert step >= 48
