@@ -321,7 +321,7 @@ def _views(public: bool) -> Iterator[Case]:
             yield case
 
 
-def _public_facts(state: dict[str, Any]) -> dict[str, Any]:
+def _public_facts(state: Json) -> dict[str, Any]:
     """What anybody may see of a recorded state, as the JSON of a view shows it."""
     seats = state["seats"]
     deck = len(state["deck"])
