@@ -1,13 +1,13 @@
 """The rules server as `basra-rules serve` builds it, plus a no-op RPC for the load benchmark.
 
-benchmarks/load_bench.py needs, in one server configuration, both the real RulesService and a
+benchmarks.load_bench needs, in one server configuration, both the real RulesService and a
 call that does nothing but carry a payload of the same size, to tell gRPC's own cost from the
 service's. This runner builds every worker's server with the service's own builders
 (service.server.build_sync / build_async: same interceptors, metrics, health, reflection and
 options) and adds one benchmark-only method, /basra.bench.Noop/Echo, that takes the raw request
 bytes and answers a fixed reply of a given size. It never ships: it lives under benchmarks/.
 
-    .venv/bin/python benchmarks/bench_server.py --port 50061 --workers 2 --io asyncio \
+    .venv/bin/python -m benchmarks.bench_server --port 50061 --workers 2 --io asyncio \
         --reply-bytes 1500
 
 Worker processes share the port through SO_REUSEPORT as in service.workers; the parent prints
@@ -17,7 +17,7 @@ With --bare it runs instead the limit of this stack, in this one process: a plai
 server (a thread pool of 8, the standard health servicer saying SERVING, nothing else),
 against which the benchmark compares the service answering its own calls:
 
-    .venv/bin/python benchmarks/bench_server.py --bare --port 50062
+    .venv/bin/python -m benchmarks.bench_server --bare --port 50062
 """
 
 from __future__ import annotations
@@ -32,16 +32,12 @@ import sys
 import tempfile
 import threading
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from service import config as service_config  # noqa: E402
-from service import metrics, plan_table  # noqa: E402
-from service.config import Config  # noqa: E402
-from service.logs import make_logger  # noqa: E402
+from service import config as service_config
+from service import metrics, plan_table
+from service.config import Config
+from service.logs import make_logger
 
 NOOP_SERVICE = "basra.bench.Noop"
 NOOP_METHOD = "Echo"

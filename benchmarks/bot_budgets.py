@@ -8,9 +8,9 @@ warm-up matches, the collector on (as benchmarks/bot_time.py does), pinned to on
 --cpu. Prints a table, writes the figures (--json-out) and the plot (--png): win rate with
 its 95 % Wilson interval against the mean and p99 CPU per decision.
 
-    nice -n 10 .venv/bin/python benchmarks/bot_budgets.py --seeds 200 --procs 2 --cpu 1 \\
+    nice -n 10 .venv/bin/python -m benchmarks.bot_budgets --seeds 200 --procs 2 --cpu 1 \\
         --json-out /tmp/budgets.json --png docs/bot_budgets.png
-    .venv/bin/python benchmarks/bot_budgets.py --from-json /tmp/budgets.json \\
+    .venv/bin/python -m benchmarks.bot_budgets --from-json /tmp/budgets.json \\
         --png docs/bot_budgets.png
 
 The ladder part is counts (deals and nodes, never time), so it may run at low priority
@@ -20,7 +20,6 @@ beside other work; the timing part wants a quiet machine.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import multiprocessing
@@ -34,13 +33,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import bot_ladder  # noqa: E402
-from bot_time import positions, quantile  # noqa: E402
-
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest  # noqa: E402
+from benchmarks import bot_ladder
+from benchmarks.bot_time import positions
+from benchmarks.measure import command, now, percentile
+from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
 
 BUDGETS = ("1:60", "2:200", "4:500", "8:1100", "16:2200", "32:5000", "64:12000")
 
@@ -67,8 +63,8 @@ def timing(budgets: list[Budget], matches: int, warm: int) -> list[dict[str, flo
         out.append(
             {
                 "decisions": len(spent),
-                "p50_ms": quantile(spent, 0.5),
-                "p99_ms": quantile(spent, 0.99),
+                "p50_ms": percentile(spent, 0.5),
+                "p99_ms": percentile(spent, 0.99),
                 "max_ms": spent[-1],
                 "mean_ms": statistics.mean(spent),
             }
@@ -103,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     budgets = [_budget(b) for b in args.budgets]
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     default = f"STRONG:{DEFAULT_BUDGET.deals}:{DEFAULT_BUDGET.nodes}"
     rows: list[dict[str, Any]] = []
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
@@ -128,7 +124,7 @@ def _measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     return {
         "header": (
             f"bot_budgets {started:%Y-%m-%d %H:%M} UTC, commit {commit}; command: "
-            f"benchmarks/bot_budgets.py {' '.join(argv)}; python {platform.python_version()}; "
+            f"{command('bot_budgets', argv)}; python {platform.python_version()}; "
             f"{2 * args.seeds} duplicate matches a pairing; CPU over the decisions of "
             f"{args.matches} matches"
         ),

@@ -12,7 +12,7 @@ just dealt, valued as the previous round's end, without the new hands) give the 
 weights. The matches are seeded and the bot deterministic: the same code and arguments fit
 the same weights.
 
-    nice -n 10 .venv/bin/python benchmarks/bot_fit.py --matches 400 --procs 2 --write
+    nice -n 10 .venv/bin/python -m benchmarks.bot_fit --matches 400 --procs 2 --write
 
 --write replaces engine/bot/fitted.py (the command and the date go in its docstring);
 without it the weights are only printed. The weights are those of the bot that played: fit,
@@ -30,24 +30,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bot_round_ends import fit  # noqa: E402
-
-from engine import Action, HandScored, State, Status, apply, new_match  # noqa: E402
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest  # noqa: E402
-from engine.bot.evaluation import (  # noqa: E402
+from benchmarks.bot_round_ends import fit
+from benchmarks.measure import command, now
+from engine import Action, HandScored, State, Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
+from engine.bot.evaluation import (
     HORIZON_FEATURES,
     ROUND_END_FEATURES,
     horizon_features,
     round_end_features,
 )
-from engine.bot.moves import MILLI, points_of  # noqa: E402
-from engine.cards import mask_of  # noqa: E402
-from engine.facts import BASRA_POINTS, MAJORITY_POINTS, ROUND_CARDS  # noqa: E402
-from engine.view import information_set  # noqa: E402
+from engine.bot.moves import MILLI, points_of
+from engine.cards import mask_of
+from engine.facts import BASRA_POINTS, MAJORITY_POINTS, ROUND_CARDS
+from engine.view import information_set
 
+ROOT = Path(__file__).resolve().parent.parent
 FITTED = ROOT / "engine" / "bot" / "fitted.py"
 Row = tuple[tuple[int, ...], int]
 """Features of a position and what the seat to move scored from there, less the other."""
@@ -126,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
     parser.add_argument("--write", action="store_true", help=f"write {FITTED.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     jobs = [(f"bot-fit-{n}".encode(), args.deals, args.nodes) for n in range(args.matches)]
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
         results = pool.map(_job, jobs, chunksize=2)
@@ -136,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         for left, rows in part.items():
             horizon.setdefault(left, []).extend(rows)
         ends.extend(end)
-    command = f"benchmarks/bot_fit.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    run = command("bot_fit", argv)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         check=False,
@@ -145,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         cwd=ROOT,
     ).stdout.strip()
     print(
-        f"bot_fit {started:%Y-%m-%d %H:%M} UTC, commit {commit}; command: {command}; python "
+        f"bot_fit {started:%Y-%m-%d %H:%M} UTC, commit {commit}; command: {run}; python "
         f"{platform.python_version()}; {args.matches} matches of STRONG against itself "
         f"({args.deals} deals, {args.nodes} nodes)"
     )
@@ -159,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     end_weights = weights_of(ends, ROUND_END_FEATURES)
     _show(f"round end, {len(ends)} round starts", ROUND_END_FEATURES, end_weights)
     if args.write:
-        FITTED.write_text(_module(command, started, commit, table, end_weights, len(ends)))
+        FITTED.write_text(_module(run, started, commit, table, end_weights, len(ends)))
         print(f"wrote {FITTED.relative_to(ROOT)}")
     return 0
 

@@ -6,9 +6,9 @@ pairing: matches, the first level's match win rate with a 95 % Wilson interval, 
 point margin per hand (total points minus the opponent's, over all hands played) with a 95 %
 interval over the duplicate pairs.
 
-    .venv/bin/python benchmarks/bot_ladder.py                                  # the full ladder
-    .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --procs 2
-    taskset -c 1 .venv/bin/python benchmarks/bot_ladder.py --pair GREEDY RANDOM 100 --procs 1
+    .venv/bin/python -m benchmarks.bot_ladder                                  # the full ladder
+    .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 1000 --procs 2
+    taskset -c 1 .venv/bin/python -m benchmarks.bot_ladder --pair GREEDY RANDOM 100 --procs 1
 
 A side is a player of benchmarks/bot_players.py: a level (RANDOM, GREEDY, STRONG), BASE (the
 STRONG of another checkout, --baseline TREE) or a peeker (PEEK_HAND, PEEK_DECK: the ceiling),
@@ -16,9 +16,9 @@ each optionally with a budget of its own (`STRONG:8:1000`). --set changes a modu
 of this checkout's bot for the run (screening a lever before it is written in):
 
     git worktree add /tmp/base 78cc514
-    nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --baseline /tmp/base --pair STRONG BASE 9
-    nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair PEEK_HAND GREEDY 200
-    nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 200 \
+    nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --baseline /tmp/base --pair STRONG BASE 9
+    nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair PEEK_HAND GREEDY 200
+    nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 200 \
         --set levels.MAX_DEPTH=6
 
 Runs on other seeds (--start) add up: --merge reads the --json-out files of several runs and
@@ -30,7 +30,6 @@ independent estimates weighted by hands).
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import json
 import math
@@ -43,13 +42,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import bot_players  # noqa: E402
-
-from engine import Status, apply, new_match  # noqa: E402
-from engine.bot import DEFAULT_BUDGET, Budget  # noqa: E402
+from benchmarks import bot_players
+from benchmarks.measure import finish, header, now
+from engine import Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET, Budget
 
 # Seeds per pairing (matches are twice as many): at least 2,000 matches of STRONG v GREEDY.
 LADDER = (("STRONG", "GREEDY", 1000), ("GREEDY", "RANDOM", 500), ("STRONG", "RANDOM", 300))
@@ -192,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON", help="pool runs")
     args = parser.parse_args(argv)
     if args.merge:
-        _print_table(merge([json.loads(path.read_text()) for path in args.merge]))
+        _print_table(merge([json.loads(path.read_text())["results"] for path in args.merge]))
         return 0
     pairs: list[tuple[str, str, int]] = (
         [(a.upper(), b.upper(), int(n)) for a, b, n in args.pair] if args.pair else list(LADDER)
@@ -207,21 +203,19 @@ def main(argv: list[str] | None = None) -> int:
         bot_players.load_baseline(args.baseline)
     for setting in args.set:
         _apply_setting(setting)
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
         results = [
             run_pair(a, b, n, start=args.start, budget=budget, pool=pool) for a, b, n in pairs
         ]
     print(
-        f"bot_ladder {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"benchmarks/bot_ladder.py {' '.join(argv or sys.argv[1:])}\n"
+        f"{header('bot_ladder', started, argv)}\n"
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {args.procs} processes; seeds ladder-{args.start}..; "
         f"BASE from {bot_players.baseline_tree()}"
     )
     _print_table(results)
-    if args.json_out:
-        args.json_out.write_text(json.dumps([asdict(r) for r in results], indent=2))
+    finish(args.json_out, started, argv, {"results": [asdict(r) for r in results]})
     return 0
 
 

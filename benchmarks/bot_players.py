@@ -25,13 +25,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from engine import Action, State  # noqa: E402
-from engine.bot import DEFAULT_BUDGET, Budget, Level, search_hands, suggest  # noqa: E402
-from engine.view import information_set  # noqa: E402
+from engine import Action, State
+from engine.bot import DEFAULT_BUDGET, Budget, Level, search_hands, suggest
+from engine.view import information_set
 
 Decide = Callable[[State], Action]
 NAMES = ("RANDOM", "GREEDY", "STRONG", "BASE", "PEEK_HAND", "PEEK_DECK")

@@ -11,28 +11,24 @@ outcome on the description gives the weights, with standard errors. The matches 
 figures each time for the same code and arguments. The bot plays at the default budget
 unless --deals and --nodes say otherwise.
 
-    nice -n 10 .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2
+    nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import multiprocessing
 import platform
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from engine import Action, BasraScored, Captured, Status, apply, new_match  # noqa: E402
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest  # noqa: E402
-from engine.bot.evaluation import EXPOSURE  # noqa: E402
-from engine.bot.moves import MILLI, clearers, points_of  # noqa: E402
-from engine.cards import mask_of  # noqa: E402
-from engine.view import information_set  # noqa: E402
+from benchmarks.measure import header, now
+from engine import Action, BasraScored, Captured, Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
+from engine.bot.evaluation import EXPOSURE
+from engine.bot.moves import MILLI, clearers, points_of
+from engine.cards import mask_of
+from engine.view import information_set
 
 FEATURES = ("constant", "floor cards", "floor points", "P(first player clears)", "empty floor")
 ROUND_PLAYS = 8
@@ -126,16 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deals", type=int, default=DEFAULT_BUDGET.deals)
     parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
     args = parser.parse_args(argv)
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     jobs = [(f"round-ends-{n}".encode(), args.deals, args.nodes) for n in range(args.matches)]
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
         rows = [row for rows in pool.map(_job, jobs, chunksize=2) for row in rows]
     x = [r[0] for r in rows]
-    print(
-        f"bot_round_ends {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"benchmarks/bot_round_ends.py {' '.join(argv or sys.argv[1:])}; "
-        f"python {platform.python_version()}"
-    )
+    print(f"{header('bot_round_ends', started, argv)}; python {platform.python_version()}")
     print(
         f"{len(rows)} round starts of {args.matches} matches of STRONG against itself "
         f"({args.deals} deals, {args.nodes} nodes); weights for the first player, +- one "

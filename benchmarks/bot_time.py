@@ -8,16 +8,14 @@ with gc.freeze(), as the service's workers do; the collector stays on. Each deci
 timed with time.process_time(): p50, p90, p99, max and mean, the nodes searched, the slowest
 decisions with the collections that ran inside them. Run it pinned to one core:
 
-    taskset -c 1 .venv/bin/python benchmarks/bot_time.py
-    taskset -c 1 .venv/bin/python benchmarks/bot_time.py --matches 20 --deals 16 --nodes 2500
+    taskset -c 1 .venv/bin/python -m benchmarks.bot_time
+    taskset -c 1 .venv/bin/python -m benchmarks.bot_time --matches 20 --deals 16 --nodes 2500
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
-import json
 import platform
 import statistics
 import sys
@@ -25,13 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from engine import Action, Status, apply, new_match  # noqa: E402
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest  # noqa: E402
-from engine.infoset import InformationSet  # noqa: E402
-from engine.view import information_set  # noqa: E402
+from benchmarks.measure import finish, header, now, percentile
+from engine import Action, Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
+from engine.infoset import InformationSet
+from engine.view import information_set
 
 
 def positions(matches: int, tag: str, budget: Budget) -> list[InformationSet]:
@@ -52,11 +48,6 @@ def positions(matches: int, tag: str, budget: Budget) -> list[InformationSet]:
     return found
 
 
-def quantile(ordered: list[float], q: float) -> float:
-    """The q-quantile of sorted values (nearest rank)."""
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Time the decisions and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -66,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
+    started = now()
     budget = Budget(args.deals, args.nodes)
     positions(args.warm, "bot-time-warm", budget)
     timed = positions(args.matches, "bot-time", budget)
@@ -103,20 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     gc.callbacks.remove(observe)
     times = sorted(r["ms"] for r in rows)
     nodes = sorted(r["nodes"] for r in rows)
-    started = datetime.datetime.now(datetime.UTC)
     print(
-        f"bot_time {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"benchmarks/bot_time.py {' '.join(argv or sys.argv[1:])}\n"
+        f"{header('bot_time', started, argv)}\n"
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {len(rows)} STRONG decisions of {args.matches} matches against GREEDY, after "
         f"{args.warm} warm-up matches; gc on, start-up objects frozen"
     )
     print(
-        f"CPU ms per decision: p50 {quantile(times, 0.5):.2f}, p90 {quantile(times, 0.9):.2f}, "
-        f"p99 {quantile(times, 0.99):.2f}, max {times[-1]:.2f}, mean {statistics.mean(times):.2f}"
+        f"CPU ms per decision: p50 {percentile(times, 0.5):.2f}, p90 {percentile(times, 0.9):.2f}, "
+        f"p99 {percentile(times, 0.99):.2f}, max {times[-1]:.2f}, mean {statistics.mean(times):.2f}"
     )
     print(
-        f"nodes per decision: p50 {quantile(nodes, 0.5):.0f}, p99 {quantile(nodes, 0.99):.0f}, "
+        f"nodes per decision: p50 {percentile(nodes, 0.5):.0f}, p99 {percentile(nodes, 0.99):.0f}, "
         f"max {nodes[-1]}; full collections during decisions: "
         f"{sum(1 for _, g in pauses if g == 2)} (longest "
         f"{max((p for p, g in pauses if g == 2), default=0.0) * 1e3:.1f} ms)"
@@ -128,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind in sorted(by_kind):
         ordered = sorted(by_kind[kind])
         print(
-            f"  {kind:>13}: {len(ordered):4d} decisions, p50 {quantile(ordered, 0.5):.2f}, "
-            f"p99 {quantile(ordered, 0.99):.2f}, max {ordered[-1]:.2f} ms"
+            f"  {kind:>13}: {len(ordered):4d} decisions, p50 {percentile(ordered, 0.5):.2f}, "
+            f"p99 {percentile(ordered, 0.99):.2f}, max {ordered[-1]:.2f} ms"
         )
     print("slowest decisions:")
     for r in sorted(rows, key=lambda r: -float(r["ms"]))[:5]:
@@ -137,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {r['ms']:.2f} ms, {r['nodes']} nodes, {r['reason']}, collections inside "
             f"{r['gc_generations']} ({r['gc_ms']:.2f} ms)"
         )
-    if args.json_out:
-        args.json_out.write_text(json.dumps(rows))
+    finish(args.json_out, started, argv, {"rows": rows})
     return 0
 
 

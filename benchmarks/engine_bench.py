@@ -1,8 +1,8 @@
 """Engine speed benchmark: plan generation, legal moves, apply, crafted worst cases.
 
 Run from the repository root, pinned to one core:
-    taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --hands 10000
-    taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --wide   # 30,000 cases, 400 matches
+    taskset -c 1 .venv/bin/python -m benchmarks.engine_bench --hands 10000
+    taskset -c 1 .venv/bin/python -m benchmarks.engine_bench --wide   # 30,000 cases, 400 matches
 
 --wide times cold plan generation on cases drawn from many matches (fewer repeats than one
 long simulation), from empty memos without and with the plan table a worker installs.
@@ -23,17 +23,10 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TypeVar
+from collections.abc import Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "engine"))
-
-import brute  # noqa: E402
-
-from engine import (  # noqa: E402
+from benchmarks.measure import finish, header, now, percentile, summary, timings
+from engine import (
     Action,
     RuleError,
     State,
@@ -43,12 +36,12 @@ from engine import (  # noqa: E402
     new_match,
     plans_for,
 )
-from engine.cards import NUMERIC_MASK, code, codes, mask_of  # noqa: E402
-from engine.plans import clear_caches, install_plan_table, plan_work  # noqa: E402
-from service import plan_table as plan_table_file  # noqa: E402
-from testkit.actions import play_match, random_action  # noqa: E402
-
-T = TypeVar("T")
+from engine.cards import NUMERIC_MASK, code, codes, mask_of
+from engine.plan_memo import clear_caches, install_plan_table
+from engine.plans import plan_work
+from service import plan_table as plan_table_file
+from testkit import brute
+from testkit.actions import play_match, random_action
 
 
 def simulate(
@@ -78,31 +71,6 @@ def simulate(
             if state.hand_number != before or state.status is Status.OVER:
                 done += 1
     return plan_samples, applies, four_card
-
-
-def timings(items: Sequence[T], call: Callable[[T], object]) -> list[int]:
-    """Time `call` on each item, in order; return nanoseconds per call."""
-    clock = time.perf_counter_ns
-    out = []
-    for item in items:
-        start = clock()
-        call(item)
-        out.append(clock() - start)
-    return out
-
-
-def summary(ns: list[int]) -> dict[str, float]:
-    """Median, 90th and 99th percentile, max and mean, in microseconds."""
-    ordered = sorted(ns)
-    n = len(ordered)
-    return {
-        "n": n,
-        "median": ordered[n // 2] / 1000,
-        "p90": ordered[int(n * 0.90)] / 1000,
-        "p99": ordered[int(n * 0.99)] / 1000,
-        "max": ordered[-1] / 1000,
-        "mean": statistics.fmean(ordered) / 1000,
-    }
 
 
 def row(name: str, s: dict[str, float]) -> str:
@@ -140,11 +108,13 @@ def wide_cases(matches: int, cases: int, seed: int) -> list[tuple[int, int]]:
     return rnd.sample(found, min(cases, len(found)))
 
 
-def wide(args: argparse.Namespace) -> int:
+def wide(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """--wide: cold plan generation on a wide corpus, without and with the shipped table."""
+    started = now()
     cases = wide_cases(args.matches, args.cases, args.seed)
     gc.collect()
     gc.freeze()
+    print(f"# {header('engine_bench', started, argv)}")
     print(
         f"# python {platform.python_version()}, {len(cases)} (card, floor) cases drawn from "
         f"every decision of {args.matches} random matches; per row the memos start empty"
@@ -168,6 +138,7 @@ def wide(args: argparse.Namespace) -> int:
         )
     )
     print(f"# table: {shapes} shapes installed in {loaded * 1000:.0f} ms")
+    finish(None, started, argv, {})
     return 0
 
 
@@ -175,7 +146,7 @@ def _plans(case: tuple[int, int]) -> object:
     return plans_for(case[0], case[1])
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print markdown rows for BENCHMARKS.md."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hands", type=int, default=10_000)
@@ -191,10 +162,11 @@ def main() -> int:
     )
     parser.add_argument("--matches", type=int, default=400, help="--wide: random matches")
     parser.add_argument("--cases", type=int, default=30_000, help="--wide: cases drawn")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.wide:
-        return wide(args)
+        return wide(args, argv)
 
+    started = now()
     began = time.perf_counter()
     samples, applies, four_card = simulate(args.hands, args.seed)
     sim_seconds = time.perf_counter() - began
@@ -205,11 +177,12 @@ def main() -> int:
     if args.gc_off:
         gc.disable()
     floors = [mask.bit_count() for _, mask in samples]
+    print(f"# {header('engine_bench', started, argv)}")
     print(f"# python {platform.python_version()} on {platform.machine()}, {args.hands} hands")
     print(
         f"# simulated in {sim_seconds:.1f} s: {len(samples)} plan generations, "
         f"{len(applies)} applies; floor size median {statistics.median(floors)}, "
-        f"90th {sorted(floors)[int(len(floors) * 0.9)]}, max {max(floors)}"
+        f"90th {percentile(sorted(floors), 0.9)}, max {max(floors)}"
     )
     print(f"# max plan-search work on simulated floors: {max(plan_work(c, f) for c, f in samples)}")
     print("| measure | calls | median µs | p90 µs | p99 µs | max µs | mean µs |")
@@ -260,6 +233,7 @@ def main() -> int:
             summary(worst),
         )
     )
+    finish(None, started, argv, {})
     return 0
 
 

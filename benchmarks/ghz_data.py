@@ -4,10 +4,11 @@ Each file is a JSON array of requests in protobuf JSON (field names as in the .p
 `basra-rules load` send them in turn, one per call. States are sampled from whole matches
 played with random legal choices, at every point of a hand and in later hands too, so the load
 looks like a real gateway's traffic. The output is deterministic: rerun it after a change to
-the engine or the proto, and tests/load checks that the committed files are current.
+the engine or the proto, and tests/load checks that the committed files are current. The
+benchmarks read the same files (`read`) for their realistic requests.
 
-    .venv/bin/python benchmarks/ghz_data.py            # rewrite the files
-    .venv/bin/python benchmarks/ghz_data.py --check    # exit 1 if they are stale
+    .venv/bin/python -m benchmarks.ghz_data            # rewrite the files
+    .venv/bin/python -m benchmarks.ghz_data --check    # exit 1 if they are stale
 """
 
 from __future__ import annotations
@@ -18,24 +19,31 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from basra.v1 import rules_pb2 as pb
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from clients.messages import state_to_proto
+from engine import Action, State
+from testkit.actions import action_to_proto, play_match
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from basra.v1 import rules_pb2 as pb  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
-from google.protobuf.message import Message  # noqa: E402
-
-from engine import Action, State  # noqa: E402
-from service.convert import state_to_proto  # noqa: E402
-from testkit.actions import action_to_proto, play_match  # noqa: E402
-
 DATA_DIR = ROOT / "deploy" / "ghz" / "data"
 MATCHES = 6
 REQUESTS_PER_FILE = 120
 NEW_MATCH_REQUESTS = 16
 RANDOM_SEED = 20260601
+
+
+M = TypeVar("M", bound=Message)
+
+
+def read(name: str, kind: type[M]) -> list[M]:
+    """The requests of one committed data file (`apply.json`, ...) as messages of `kind`."""
+    items = json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+    return [json_format.ParseDict(item, kind()) for item in items]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} ({len(text)} bytes)")
     if stale:
-        print(f"stale: {', '.join(stale)}; run benchmarks/ghz_data.py", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run python -m benchmarks.ghz_data", file=sys.stderr)
         return 1
     return 0
 

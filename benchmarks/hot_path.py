@@ -1,92 +1,95 @@
-"""In-process cost of one call: the service's handlers and bookkeeping against the old path.
+"""In-process cost of one call of the service, part by part; against another checkout if asked.
 
 Run from the repository root, pinned to one core:
-    taskset -c 1 .venv/bin/python benchmarks/hot_path.py --repeats 15
+    taskset -c 1 .venv/bin/python -m benchmarks.hot_path --repeats 15
 
 Requests are the realistic mid-game ones the load benchmark sends (deploy/ghz/data: Apply,
 LegalMoves; PlayerView asks for the seat to move of the same states). Each row times one part
-of a call over every request, `--repeats` times, old and new interleaved in each repeat so
-that drift hits both alike, and reports the median per call in microseconds. "old" is
-benchmarks/reference_path.py (the conversion path and per-call bookkeeping as they were);
-"new" is the service as it is. Both run on the same engine, and both write their metrics in
-prometheus-client's multiprocess mode, as a worker does, and their log lines to a file.
+of a call over every request, `--repeats` times, the rows interleaved in each repeat (each
+repeat starting at the next row) so that drift hits all alike, and reports the median per
+call in microseconds. The service writes its metrics in prometheus-client's multiprocess
+mode, as a worker does, and its log lines to a file.
 
 Rows:
-- whole call: request bytes to response bytes through the interceptor (new: the wrapped
-  handler a worker runs, its log line and metric updates; old: the same steps of the old path)
+- whole call: request bytes to response bytes through the interceptor (the wrapped handler
+  a worker runs, its log line and metric updates)
 - handler: request bytes to response bytes, plan timing on, no log line or call metrics
 - read: parse the request and read its state and action into engine values
-- rules: engine.check_state, engine.apply and engine.legal_moves (shared by both)
+- rules: engine.check_state, engine.apply and engine.legal_moves
 - write: the response's bytes from the engine's results (state, events as each seat sees
   them, legal moves, seed commitment)
 - plan observations: one plan-timing observation per card of the seat to move
 - call metrics: the per-call updates (started, handled, handling time)
 - log line: the interceptor's one line per call
-- interceptor: finding the method's handler and wrapping it (old: rebuilt on every call)
+- interceptor: finding the method's handler and wrapping it
 
-With --tracing it measures instead what tracing costs a call, in the same way (rows
-interleaved in each repeat, each repeat starting at the next row; medians), on the same
-Apply requests, every call going through
-the interceptors as grpc calls them (intercept_service, then the wrapped behaviour):
-    taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15
-- absent: the service's interceptor as it was before tracing existed (service/interceptors.py
-  of --absent-rev, default 0205e52, read from git), on the same handlers, metrics and logger;
-- absent, a second copy: the same code loaded once more, the control: how far two copies of
-  identical code measure apart here;
+With --tracing it measures instead what tracing costs a call, the same way, on the same Apply
+requests, every call going through the interceptors as grpc calls them (intercept_service,
+then the wrapped behaviour):
+    taskset -c 1 .venv/bin/python -m benchmarks.hot_path --tracing --repeats 15
 - off: the service as it is, tracing off (the default);
+- off, a second chain (control): the same again, how far two identical rows measure apart;
 - on, sampled: tracing on, the caller's traceparent sampled: opentelemetry-instrumentation-grpc's
   interceptor outside the service's, a span per call, batched and encoded as OTLP protobuf by
   the exporter's own encoder (only the send is left out: no collector);
 - on, unsampled: the same, the caller's traceparent not sampled (the span is not recorded);
-- child span: one more span started and ended inside a call's span, what a span around the
-  plan generation of a call would cost;
+- a span alone, a span with one child span: what a span around a part of a call would cost;
 - plan generation: the legal moves of the Apply's answer, one timed plan generation per
   card (what such a child span would measure).
+
+With --baseline TREE it compares this checkout with another one (a `git worktree` of the
+commit before a change, say) in the same run: it runs this benchmark in each checkout in turn,
+`--rounds` times in alternating order, each run a process of its own started from that
+checkout's root (so it imports that checkout's engine/ and service/), and prints per row the
+median of each checkout's runs and the median of the ratios of the runs paired by round:
+    taskset -c 1 .venv/bin/python -m benchmarks.hot_path --baseline ../before --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from time import perf_counter
+from typing import Any, NamedTuple, TextIO
 
 # Multiprocess mode, as every worker runs it: set before prometheus-client is imported.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="basra-hot-"))
 
+import grpc
+from basra.v1 import rules_pb2 as pb
+
+import engine
+from benchmarks import ghz_data
+from benchmarks.measure import finish, header, now, pass_us
+from engine.rng import commitment
+from service import reading, writing
+from service.config import Config
+from service.interceptors import CallObserver, ObservingInterceptor
+from service.logs import make_logger
+from service.metrics import Metrics, Tally
+from service.server import make_handlers
+from service.servicer import SERVICE_NAME, RulesServicer
+from testkit.registered import method_handlers, request_reader
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+APPLY_METHOD = f"/{SERVICE_NAME}/Apply"
 
-import grpc  # noqa: E402
-import reference_path as old  # noqa: E402
-from basra.v1 import rules_pb2 as pb  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
 
-import engine  # noqa: E402
-from engine.rng import commitment  # noqa: E402
-from service import convert  # noqa: E402
-from service.config import Config  # noqa: E402
-from service.interceptors import CallObserver, ObservingInterceptor  # noqa: E402
-from service.logs import make_logger  # noqa: E402
-from service.metrics import Metrics, Tally  # noqa: E402
-from service.server import make_handlers  # noqa: E402
-from service.servicer import SERVICE_NAME, RulesServicer, _reader, add_to_server  # noqa: E402
+class Row(NamedTuple):
+    """One measured part: its name, one call, the inputs of a pass, what ends a pass."""
 
-DATA = ROOT / "deploy" / "ghz" / "data"
-# The last commit before tracing existed: --tracing's "absent" runs its interceptor.
-ABSENT_REV = "0205e52"
+    name: str
+    call: Callable[[Any], object]
+    inputs: Sequence[Any]
+    end: Callable[[], object] = lambda: None
 
 
 class _Context:
@@ -108,176 +111,98 @@ class _Context:
         return "ipv4:127.0.0.1:50000"
 
 
-class _Registrar:
-    """Collects the method handlers add_to_server registers, as a grpc server would."""
+class _Details:
+    """The handler call details grpc hands an interceptor for an Apply call."""
 
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def add_generic_rpc_handlers(self, generic: Sequence[Any]) -> None:
-        """Ignored: the registered handlers below are the same."""
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        """Keep the handlers by method name."""
-        self.handlers.update(handlers)
+    def __init__(self, metadata: tuple[Any, ...] = ()) -> None:
+        self.method = APPLY_METHOD
+        self.invocation_metadata = metadata
 
 
-def _requests(name: str, kind: type[Any]) -> list[Any]:
-    items = json.loads((DATA / name).read_text(encoding="utf-8"))
-    return [json_format.ParseDict(item, kind()) for item in items]
+class _Served(NamedTuple):
+    """The service as one worker holds it, with its log stream and metrics."""
+
+    handlers: Any
+    registered: dict[str, Any]
+    tally: Tally
+    logger: Any
+    log: TextIO
+    """The logger's file (the logger writes to its descriptor: kept open by holding it)."""
 
 
-def per_call(run: Callable[[Any], object], inputs: Sequence[Any]) -> float:
-    """Microseconds per call of `run` over every input, once."""
-    started = time.perf_counter()
-    for item in inputs:
-        run(item)
-    return (time.perf_counter() - started) / len(inputs) * 1e6
+def _serving(logs: Path) -> _Served:
+    tally = Tally(Metrics.create(None))
+    stream = open(logs, "w")  # noqa: SIM115 (open for the whole run)
+    logger = make_logger("info", "json", stream).bind(worker=os.getpid())
+    handlers = make_handlers(Config(), tally)
+    registered = method_handlers(RulesServicer(handlers), Config().max_message_bytes)
+    return _Served(handlers, registered, tally, logger, stream)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Measure every row, old and new interleaved; print a markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--json-out", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--tracing", action="store_true", help="what tracing costs (see above)")
-    parser.add_argument("--absent-rev", default=ABSENT_REV, help="--tracing: the code before it")
-    args = parser.parse_args(argv)
-    if args.tracing:
-        return tracing_costs(args)
-
-    applies = _requests("apply.json", pb.ApplyRequest)
-    apply_bytes = [r.SerializeToString() for r in applies]
-    listing = [r.SerializeToString() for r in _requests("legal_moves.json", pb.LegalMovesRequest)]
+def call_rows(served: _Served) -> list[Row]:
+    """The parts of one call of the service as it is."""
+    applies = ghz_data.read("apply.json", pb.ApplyRequest)
+    calls = [r.SerializeToString() for r in applies]
+    listing = [
+        r.SerializeToString() for r in ghz_data.read("legal_moves.json", pb.LegalMovesRequest)
+    ]
     views = [
         pb.PlayerViewRequest(state=r.state, seat=r.state.to_move).SerializeToString()
         for r in applies
     ]
-
-    logs = Path(tempfile.mkdtemp(prefix="basra-hot-logs-"))
-    old_stream = open(logs / "old.log", "w")  # noqa: SIM115 (open for the whole run)
-    new_stream = open(logs / "new.log", "w")  # noqa: SIM115
-    old_metrics = Metrics.create(None)
-    old_logger = old.make_logger(old_stream).bind(worker=os.getpid())
-    tally = Tally(Metrics.create(None))
-    new_logger = make_logger("info", "json", new_stream).bind(worker=os.getpid())
-    handlers = make_handlers(Config(), tally)
-    registrar = _Registrar()
-    add_to_server(RulesServicer(handlers), registrar, Config().max_message_bytes)
-    interceptor = ObservingInterceptor(CallObserver(tally, new_logger))
-
-    class _Details:
-        method = f"/{SERVICE_NAME}/Apply"
-        invocation_metadata = ()
-
-    wrapped = interceptor.intercept_service(lambda d: registrar.handlers["Apply"], _Details())
+    handlers, registered, tally, logger, _ = served
+    interceptor = ObservingInterceptor(CallObserver(tally, logger))
+    apply_handler = registered["Apply"]
+    wrapped = interceptor.intercept_service(lambda d: apply_handler, _Details())
     context = _Context()
-    observe_old = old_metrics.plan_seconds.observe
+    read_apply = request_reader(apply_handler)
+    read_listing = request_reader(registered["LegalMoves"])
+    read_view = request_reader(registered["PlayerView"])
 
-    def new_call(data: bytes) -> bytes:
+    def whole_call(data: bytes) -> bytes:
         answer: bytes = wrapped.unary_unary(wrapped.request_deserializer(data), context)
         return answer
 
-    apply_handler = registrar.handlers["Apply"]
-    apply_path = f"/{SERVICE_NAME}/Apply"
+    def apply(data: bytes) -> bytes:
+        return handlers.apply(read_apply(data))  # type: ignore[no-any-return]
 
-    def old_call(data: bytes) -> bytes:
-        old.rebuild(apply_handler, apply_path)
-        start = old.started(old_metrics)
-        request = pb.ApplyRequest.FromString(data)  # what the old interceptor's facts read
-        answer: bytes = old.apply(data, observe_old)
-        duration = old.finished_metrics(old_metrics, start)
-        old.log_line(old_logger, duration, request.state.seq, request.action.seat)
-        return answer
+    for data in calls:  # the whole call answers what the handler does
+        assert whole_call(data) == apply(data)
 
-    read_apply = _reader(pb.ApplyRequest)
-    read_listing = _reader(pb.LegalMovesRequest)
-    read_view = _reader(pb.PlayerViewRequest)
-
-    def new_apply(data: bytes) -> bytes:
-        return handlers.apply(read_apply(data))  # type: ignore[arg-type]
-
-    def new_listing(data: bytes) -> bytes:
-        return handlers.legal_moves(read_listing(data))  # type: ignore[arg-type]
-
-    def new_view(data: bytes) -> bytes:
-        return handlers.player_view(read_view(data))  # type: ignore[arg-type]
-
-    # The same answers, byte for byte, before anything is timed.
-    for data in apply_bytes:
-        assert new_call(data) == old_call(data) == new_apply(data) == old.apply(data, observe_old)
-    for data in listing:
-        assert new_listing(data) == old.legal_moves(data, observe_old)
-    for data in views:
-        assert new_view(data) == old.player_view(data, observe_old)
-
-    # Inputs of the parts.
-    states = [convert.state_from_proto(r.state) for r in applies]
-    actions = [convert.action_from_proto(r.action) for r in applies]
+    states = [reading.state_from_proto(r.state) for r in applies]
+    actions = [reading.action_from_proto(r.action) for r in applies]
     results = [engine.apply(s, a, check=False) for s, a in zip(states, actions, strict=True)]
     after_moves = [engine.legal_moves(s) for s, _ in results]
     cards = [len(m) for m in after_moves]
-    work = list(zip(states, actions, strict=True))
-    writes = list(zip(results, after_moves, strict=True))
 
-    def old_read(data: bytes) -> object:
-        request = pb.ApplyRequest.FromString(data)
-        return old.state_from_proto(request.state), old.action_from_proto(request.action)
-
-    def new_read(data: bytes) -> object:
+    def read(data: bytes) -> object:
         request = read_apply(data)
-        return convert.state_from_proto(request.state), convert.action_from_proto(request.action)  # type: ignore[union-attr]
+        return reading.state_from_proto(request.state), reading.action_from_proto(request.action)
 
     def rules(pair: tuple[engine.State, engine.Action]) -> object:
         engine.check_state(pair[0])
         after, _ = engine.apply(pair[0], pair[1], check=False)
         return engine.legal_moves(after)
 
-    def old_write(item: Any) -> bytes:
+    def write(item: Any) -> bytes:
         (state, events), moves = item
-        messages = old.events_to_proto(events)
-        message = old.state_to_proto(state)
-        response = pb.ApplyResponse(
-            state=message,
-            events=messages,
-            legal_moves=old.moves_to_proto(state.to_move, moves),
-            seat_events=old.seat_events_to_proto(events, messages),
-            seed_commitment=commitment(state.seed),
-        )
-        response.ByteSize()
-        return response.SerializeToString()
-
-    def new_write(item: Any) -> bytes:
-        (state, events), moves = item
-        encoded = convert.state_bytes(state)
-        return convert.match_response_bytes(
-            encoded, events, convert.moves_bytes(state.to_move, moves), commitment(state.seed), None
+        encoded = writing.state_bytes(state)
+        return writing.match_response_bytes(
+            encoded, events, writing.moves_bytes(state.to_move, moves), commitment(state.seed), None
         )
 
-    def old_plans(count: int) -> None:
+    def plan_observations(count: int) -> None:
         for _ in range(count):
-            observe_old(3e-6)
-
-    observe_new = tally.observe_plan
-
-    def new_plans(count: int) -> None:
-        for _ in range(count):
-            observe_new(3e-6)
-
-    def old_metrics_call(_: object) -> None:
-        old.finished_metrics(old_metrics, old.started(old_metrics))
+            tally.observe_plan(3e-6)
 
     method = tally.method("UNARY", SERVICE_NAME, "Apply")
 
-    def new_metrics_call(_: object) -> None:
+    def call_metrics(_: object) -> None:
         tally.started(method)
         tally.finished(method, "OK", 2e-4, None)
 
-    def old_log(_: object) -> None:
-        old.log_line(old_logger, 2e-4, 5, 1)
-
-    def new_log(_: object) -> None:
-        new_logger.info(
+    def log_line(_: object) -> None:
+        logger.info(
             "rpc",
             method="basra.v1.RulesService/Apply",
             code="OK",
@@ -288,81 +213,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             seat=1,
         )
 
-    def old_intercept(_: object) -> object:
-        return old.rebuild(apply_handler, apply_path)
-
-    def new_intercept(_: object) -> object:
+    def intercept(_: object) -> object:
         return interceptor.intercept_service(lambda d: apply_handler, _Details())
 
-    calls = apply_bytes
-    rows: list[tuple[str, Callable[[Any], object], Callable[[Any], object], Sequence[Any]]] = [
-        ("whole call: Apply through the interceptor", old_call, new_call, calls),
-        (
-            "handler: Apply, bytes to bytes, plan timing on",
-            lambda d: old.apply(d, observe_old),
-            new_apply,
-            calls,
-        ),
-        ("handler: LegalMoves", lambda d: old.legal_moves(d, observe_old), new_listing, listing),
-        (
+    return [
+        Row("whole call: Apply through the interceptor", whole_call, calls),
+        Row("handler: Apply, bytes to bytes, plan timing on", apply, calls),
+        Row("handler: LegalMoves", lambda d: handlers.legal_moves(read_listing(d)), listing),
+        Row(
             "handler: PlayerView (seat to move)",
-            lambda d: old.player_view(d, observe_old),
-            new_view,
+            lambda d: handlers.player_view(read_view(d)),
             views,
         ),
-        ("read: request and state into engine values", old_read, new_read, calls),
-        ("rules: check_state + apply + legal_moves (shared)", rules, rules, work),
-        ("write: the Apply response's bytes", old_write, new_write, writes),
-        ("plan observations, one per card", old_plans, new_plans, cards),
-        (
-            "call metrics: started, handled, handling time",
-            old_metrics_call,
-            new_metrics_call,
-            calls,
+        Row("read: request and state into engine values", read, calls),
+        Row(
+            "rules: check_state + apply + legal_moves",
+            rules,
+            list(zip(states, actions, strict=True)),
         ),
-        ("log line", old_log, new_log, calls),
-        ("interceptor: the method's observed handler", old_intercept, new_intercept, calls),
+        Row(
+            "write: the Apply response's bytes", write, list(zip(results, after_moves, strict=True))
+        ),
+        Row("plan observations, one per card", plan_observations, cards),
+        Row("call metrics: started, handled, handling time", call_metrics, calls),
+        Row("log line", log_line, calls),
+        Row("interceptor: the method's observed handler", intercept, calls),
     ]
-    gc.collect()
-    gc.freeze()
-    for _, before, after, inputs in rows:  # warm-up
-        per_call(before, inputs)
-        per_call(after, inputs)
-    samples: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, *_ in rows}
-    for _ in range(args.repeats):
-        for name, before, after, inputs in rows:
-            samples[name][0].append(per_call(before, inputs))
-            samples[name][1].append(per_call(after, inputs))
-    tally.flush()
-
-    when = datetime.datetime.now(datetime.UTC)
-    print(
-        f"# hot_path {when:%Y-%m-%d %H:%M} UTC, python {platform.python_version()}, "
-        f"grpcio {grpc.__version__}, {args.repeats} repeats, medians per call (µs); "
-        f"{len(calls)} Apply requests (mean {statistics.mean(map(len, calls)):.0f} B), "
-        f"{statistics.mean(cards):.1f} cards to time per Apply"
-    )
-    print("| part | old µs | new µs | old / new |")
-    print("|---|---|---|---|")
-    medians: dict[str, tuple[float, float]] = {}
-    for name, (before_us, after_us) in samples.items():
-        b, a = statistics.median(before_us), statistics.median(after_us)
-        medians[name] = (b, a)
-        print(f"| {name} | {b:.2f} | {a:.2f} | {b / a:.2f}x |")
-    cards_per_call = statistics.mean(cards)
-    plans_old, plans_new = medians["plan observations, one per card"]
-    calls_new = medians["call metrics: started, handled, handling time"][1]
-    print(
-        f"# per card: old {plans_old / cards_per_call:.2f} µs, new "
-        f"{plans_new / cards_per_call:.2f} µs; all per-call metric updates of an Apply, new: "
-        f"{plans_new + calls_new:.2f} µs"
-    )
-    if args.json_out:
-        out = {name: {"old": b, "new": a} for name, (b, a) in medians.items()}
-        args.json_out.write_text(json.dumps({"when": when.isoformat(), "rows": out}, indent=1))
-    old_stream.close()
-    new_stream.close()
-    return 0
 
 
 class _Metadatum(NamedTuple):
@@ -372,24 +248,8 @@ class _Metadatum(NamedTuple):
     value: str
 
 
-def _absent_interceptors(rev: str, name: str) -> Any:
-    """service/interceptors.py as it was at `rev`, loaded as a module of its own, `name`."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:service/interceptors.py"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    module = types.ModuleType(name)
-    module.__file__ = f"{rev}:service/interceptors.py"
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
-    return module
-
-
-def tracing_costs(args: argparse.Namespace) -> int:
-    """--tracing: one Apply call absent, off, on (sampled, unsampled); a child span; plans."""
+def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
+    """The rows of --tracing, and what stops the tracing they started."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import (
@@ -407,23 +267,14 @@ def tracing_costs(args: argparse.Namespace) -> int:
             encode_spans(spans).SerializeToString()
             return SpanExportResult.SUCCESS
 
-    applies = _requests("apply.json", pb.ApplyRequest)
+    applies = ghz_data.read("apply.json", pb.ApplyRequest)
     calls = [r.SerializeToString() for r in applies]
-    logs = Path(tempfile.mkdtemp(prefix="basra-trace-logs-"))
-    stream = open(logs / "calls.log", "w")  # noqa: SIM115 (open for the whole run)
-    tally = Tally(Metrics.create(None))
-    logger = make_logger("info", "json", stream).bind(worker=os.getpid())
-    handlers = make_handlers(Config(), tally)
-    registrar = _Registrar()
-    add_to_server(RulesServicer(handlers), registrar, Config().max_message_bytes)
-    apply_handler = registrar.handlers["Apply"]
+    _, registered, tally, logger, _ = served
+    apply_handler = registered["Apply"]
     tracing = Tracing.start(logger, BatchSpanProcessor(_EncodingExporter()))
-    absent = _absent_interceptors(args.absent_rev, "absent_interceptors")
-    control = _absent_interceptors(args.absent_rev, "absent_interceptors_control")
     chains = {
-        "absent": [absent.ObservingInterceptor(absent.CallObserver(tally, logger))],
-        "control": [control.ObservingInterceptor(control.CallObserver(tally, logger))],
         "off": [ObservingInterceptor(CallObserver(tally, logger))],
+        "control": [ObservingInterceptor(CallObserver(tally, logger))],
         "on": [tracing.interceptor(), ObservingInterceptor(CallObserver(tally, logger, tracing))],
     }
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -433,12 +284,7 @@ def tracing_costs(args: argparse.Namespace) -> int:
 
     # Every caller sends a traceparent; only its sampled flag differs.
     sampled, unsampled = context("01"), context("00")
-
-    class _Details:
-        method = f"/{SERVICE_NAME}/Apply"
-        invocation_metadata = sampled.invocation_metadata()
-
-    details = _Details()
+    details = _Details(sampled.invocation_metadata())
 
     def through(chain: list[Any], call_context: _Context) -> Callable[[bytes], bytes]:
         def find(index: int) -> Any:
@@ -453,6 +299,9 @@ def tracing_costs(args: argparse.Namespace) -> int:
 
         return call
 
+    for data in calls:  # the same answers on every path
+        assert len({through(chain, sampled)(data) for chain in chains.values()}) == 1
+
     tracer = tracing.provider.get_tracer("benchmark")
 
     def child_span(_: object) -> None:
@@ -463,78 +312,160 @@ def tracing_costs(args: argparse.Namespace) -> int:
         with tracer.start_as_current_span("parent"):
             pass
 
-    states = [convert.state_from_proto(r.state) for r in applies]
-    actions = [convert.action_from_proto(r.action) for r in applies]
+    states = [reading.state_from_proto(r.state) for r in applies]
+    actions = [reading.action_from_proto(r.action) for r in applies]
     afters = [engine.apply(s, a, check=False)[0] for s, a in zip(states, actions, strict=True)]
 
+    def timed_plans(card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
+        started = perf_counter()
+        plans = engine.plans_for(card, floor, limit)
+        tally.observe_plan(perf_counter() - started)
+        return plans
+
     def plans(state: engine.State) -> object:
-        return handlers._moves(state)
+        return engine.legal_moves(state, engine.DEFAULT_WORK_LIMIT, timed_plans)
 
     flush = tracing.provider.force_flush
-
-    def nothing() -> object:
-        return None
-
-    # (name, one call, its inputs, what ends the row: the spans' export is charged to it)
-    rows: list[tuple[str, Callable[[Any], object], Sequence[Any], Callable[[], object]]] = [
-        ("whole Apply call, tracing absent", through(chains["absent"], sampled), calls, nothing),
-        (
-            "whole Apply call, tracing absent, a second copy (control)",
+    rows = [
+        Row("whole Apply call, tracing off", through(chains["off"], sampled), calls),
+        Row(
+            "whole Apply call, tracing off, a second chain (control)",
             through(chains["control"], sampled),
             calls,
-            nothing,
         ),
-        ("whole Apply call, tracing off", through(chains["off"], sampled), calls, nothing),
-        ("whole Apply call, tracing on, sampled", through(chains["on"], sampled), calls, flush),
-        ("whole Apply call, tracing on, unsampled", through(chains["on"], unsampled), calls, flush),
-        ("a span alone (started and ended)", parent_span, calls, flush),
-        ("a span with one child span", child_span, calls, flush),
-        ("plan generation of the answer (timed per card)", plans, afters, nothing),
+        Row("whole Apply call, tracing on, sampled", through(chains["on"], sampled), calls, flush),
+        Row(
+            "whole Apply call, tracing on, unsampled",
+            through(chains["on"], unsampled),
+            calls,
+            flush,
+        ),
+        Row("a span alone (started and ended)", parent_span, calls, flush),
+        Row("a span with one child span", child_span, calls, flush),
+        Row("plan generation of the answer (timed per card)", plans, afters),
     ]
+    return rows, tracing.stop
 
-    def timed(
-        run: Callable[[Any], object], inputs: Sequence[Any], end: Callable[[], object]
-    ) -> float:
-        started = time.perf_counter()
-        for item in inputs:
-            run(item)
-        end()
-        return (time.perf_counter() - started) / len(inputs) * 1e6
 
-    for _, run, inputs, end in rows:  # warm-up; the same answers on every path
-        timed(run, inputs, end)
-    for data in calls:
-        answers = {through(chains[name], sampled)(data) for name in chains}
-        assert len(answers) == 1
-    flush()
+def timed(rows: Sequence[Row], repeats: int) -> dict[str, list[float]]:
+    """µs per call of each row, one pass a repeat, each repeat starting at the next row."""
+    for row in rows:  # warm-up
+        pass_us(row.call, row.inputs, row.end)
     gc.collect()
     gc.freeze()
-    samples: dict[str, list[float]] = {name: [] for name, *_ in rows}
-    for repeat in range(args.repeats):
+    samples: dict[str, list[float]] = {row.name: [] for row in rows}
+    for repeat in range(repeats):
         shift = repeat % len(rows)  # each row takes each place in turn: no position bias
-        for name, run, inputs, end in rows[shift:] + rows[:shift]:
-            samples[name].append(timed(run, inputs, end))
-    tracing.stop()
-    tally.flush()
-    stream.close()
+        for row in [*rows[shift:], *rows[:shift]]:
+            samples[row.name].append(pass_us(row.call, row.inputs, row.end))
+    return samples
 
-    when = datetime.datetime.now(datetime.UTC)
-    print(
-        f"# hot_path --tracing {when:%Y-%m-%d %H:%M} UTC, python {platform.python_version()}, "
-        f"grpcio {grpc.__version__}, absent = {args.absent_rev}, {args.repeats} repeats, "
-        f"medians per call (µs); {len(calls)} Apply requests"
-    )
-    print("| measure | µs per call | / absent |")
-    print("|---|---|---|")
+
+def measure_here(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """Measure this checkout's rows; print a markdown table."""
+    started = now()
+    logs = Path(tempfile.mkdtemp(prefix="basra-hot-logs-")) / "calls.log"
+    served = _serving(logs)
+    if args.tracing:
+        rows, stop = tracing_rows(served)
+        samples = timed(rows, args.repeats)
+        stop()
+    else:
+        rows = call_rows(served)
+        samples = timed(rows, args.repeats)
+    served.tally.flush()
+    served.log.close()
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    base = samples["whole Apply call, tracing absent"]
-    for name, values in samples.items():
-        ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
-        print(f"| {name} | {medians[name]:.2f} | {ratio:.3f} |")
-    if args.json_out:
-        out = {"when": when.isoformat(), "medians": medians, "samples": samples}
-        args.json_out.write_text(json.dumps(out, indent=1))
+    print(
+        f"# {header('hot_path', started, argv)}; python {sys.version.split()[0]}, grpcio "
+        f"{grpc.__version__}, {args.repeats} repeats, medians per call (µs) over "
+        f"{len(rows[0].inputs)} Apply requests"
+    )
+    if args.tracing:
+        base = samples[rows[0].name]
+        print(f"| measure | µs per call | / {rows[0].name.rsplit(', ', 1)[-1]} |")
+        print("|---|---|---|")
+        for name, values in samples.items():
+            ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
+            print(f"| {name} | {medians[name]:.2f} | {ratio:.3f} |")
+    else:
+        print("| part | µs per call |")
+        print("|---|---|")
+        for name, value in medians.items():
+            print(f"| {name} | {value:.2f} |")
+    finish(args.json_out, started, argv, {"rows": medians, "samples": samples})
     return 0
+
+
+def _rows_of(report: dict[str, Any]) -> dict[str, float]:
+    """Each row's median µs from a --json-out file of this benchmark, of any checkout."""
+    # Earlier versions of this benchmark (to 2026-12-01) wrote "medians" with --tracing, and
+    # otherwise old/new pairs per row, "new" being that checkout's service, and named the
+    # engine's row "(shared)": read so, a checkout of those days can be the baseline.
+    rows = report.get("rows") or report["medians"]
+    return {
+        name.removesuffix(" (shared)"): value["new"] if isinstance(value, dict) else value
+        for name, value in rows.items()
+    }
+
+
+def compare(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """--baseline: this checkout and another in alternating processes; per row the ratio."""
+    started = now()
+    trees = {"baseline": args.baseline.resolve(), "here": ROOT}
+    child = ["-m", "benchmarks.hot_path", "--repeats", str(args.repeats)]
+    child += ["--tracing"] if args.tracing else []
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory(prefix="basra-hot-compare-") as directory:
+        for number in range(args.rounds):
+            for name in list(trees) if number % 2 == 0 else list(trees)[::-1]:
+                out = Path(directory) / f"{name}-{number}.json"
+                done = subprocess.run(
+                    [sys.executable, *child, "--json-out", str(out)],
+                    cwd=trees[name],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    print(f"{name} ({trees[name]}) failed:\n{done.stderr}", file=sys.stderr)
+                    return 1
+                runs[name].append(_rows_of(json.loads(out.read_text())))
+    print(
+        f"# {header('hot_path', started, argv)}; {args.rounds} runs per checkout of "
+        f"{args.repeats} repeats, alternating; baseline {trees['baseline']}"
+    )
+    print("| part | baseline µs | here µs | here / baseline |")
+    print("|---|---|---|---|")
+    figures: dict[str, dict[str, float]] = {}
+    for name in runs["here"][0]:
+        if name not in runs["baseline"][0]:
+            print(f"| {name} | - | {statistics.median(r[name] for r in runs['here']):.2f} | - |")
+            continue
+        before = [r[name] for r in runs["baseline"]]
+        after = [r[name] for r in runs["here"]]
+        ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
+        was, is_now = statistics.median(before), statistics.median(after)
+        figures[name] = {"baseline": was, "here": is_now, "ratio": ratio}
+        print(f"| {name} | {was:.2f} | {is_now:.2f} | {ratio:.3f} |")
+    finish(args.json_out, started, argv, {"baseline": str(trees["baseline"]), "rows": figures})
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure this checkout, or compare it with --baseline."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--json-out", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--tracing", action="store_true", help="what tracing costs (see above)")
+    parser.add_argument(
+        "--baseline", type=Path, metavar="TREE", help="compare with this checkout (see above)"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="--baseline: runs per checkout")
+    args = parser.parse_args(argv)
+    if args.baseline:
+        return compare(args, argv)
+    return measure_here(args, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Load benchmark of the gRPC service: Apply against a same-size no-op, per server CPU-second.
 
-In one run and against one server configuration (benchmarks/bench_server.py: the service's own
+In one run and against one server configuration (benchmarks.bench_server: the service's own
 server builders plus a benchmark-only no-op method), this sends unary Apply calls on realistic
 mid-game states (deploy/ghz/data/apply.json) and no-op calls carrying the very same request
 bytes and a reply of the mean Apply reply size. The load generator (clients.load, in this
@@ -14,12 +14,12 @@ For each server flavour (sync thread pool, asyncio) and worker count (1, 2) it r
   latency of Apply paced at half that rate;
 and across them: 2 workers against 1 in calls per server CPU-second, sync against asyncio.
 
-    .venv/bin/python benchmarks/load_bench.py                   # full run, a few minutes
-    .venv/bin/python benchmarks/load_bench.py --rounds 1 --calls 500 --io sync --workers 1
+    .venv/bin/python -m benchmarks.load_bench                   # full run, a few minutes
+    .venv/bin/python -m benchmarks.load_bench --rounds 1 --calls 500 --io sync --workers 1
 
 With --defaults it measures instead the service as a user runs it against the limit of this
 stack: `basra-rules serve` started as the README's quick start does (one worker, info logs,
-metrics on; testkit's launcher) and a bare grpcio server (bench_server.py --bare: a thread
+metrics on; testkit's launcher) and a bare grpcio server (bench_server --bare: a thread
 pool of 8 and the standard health servicer, nothing else) answering health Checks, both on
 this machine in the same run, 16 calls in flight. Each run starts both servers afresh and, in
 each of its rounds, measures Apply, LegalMoves, PlayerView and the service's own health Check,
@@ -30,243 +30,50 @@ and how far it is not shows what the method itself does on this one. It prints e
 medians and the median over the runs; --profile also records the worker under Apply load
 with py-spy.
 
-    .venv/bin/python benchmarks/load_bench.py --defaults --runs 3
+    .venv/bin/python -m benchmarks.load_bench --defaults --runs 3
 
 With --defaults --tracing it measures, the same way, what tracing costs Apply at the defaults:
-in each run five servers, all one worker, info logs, metrics on: the server's code as it was
-before tracing existed ("absent": engine/, service/ and clients/ of --absent-rev exported by
-git archive and run from there), a second such server (the control: how far two identical
-servers measure apart here), tracing off (the default), tracing on with every call sampled
-(OTEL_EXPORTER_OTLP_ENDPOINT pointing at testkit.otlp's receiver in this process, which counts
-the spans), and tracing on with OTEL_TRACES_SAMPLER=always_off. Besides the ratios to the bare
-Check it prints each variant over the absent one, median over the rounds of a run, then over
-the runs.
+in each run four servers, all one worker, info logs, metrics on: tracing off (the default), a
+second such server (the control: how far two identical servers measure apart here), tracing
+on with every call sampled (OTEL_EXPORTER_OTLP_ENDPOINT pointing at testkit.otlp's receiver in
+this process, which counts the spans), and tracing on with OTEL_TRACES_SAMPLER=always_off.
+Besides the ratios to the bare Check it prints each variant over tracing off, median over the
+rounds of a run, then over the runs.
 
-    .venv/bin/python benchmarks/load_bench.py --defaults --tracing --runs 3
+    .venv/bin/python -m benchmarks.load_bench --defaults --tracing --runs 3
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import datetime
 import json
 import os
-import platform
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from basra.v1 import rules_pb2 as pb
 
-import grpc  # noqa: E402
-from basra.v1 import rules_pb2 as pb  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
-
-from clients import load  # noqa: E402
-from service.handlers import Handlers  # noqa: E402
-from testkit import harness, otlp  # noqa: E402
-from testkit.ports import reserved_port  # noqa: E402
-
-BENCH_SERVER = ROOT / "benchmarks" / "bench_server.py"
-APPLY_DATA = ROOT / "deploy" / "ghz" / "data" / "apply.json"
-APPLY_PATH = "/basra.v1.RulesService/Apply"
-NOOP_PATH = "/basra.bench.Noop/Echo"
-HEALTH_PATH = "/grpc.health.v1.Health/Check"
-DATA = ROOT / "deploy" / "ghz" / "data"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-STARTUP_SECONDS = 60.0
-# The last commit before tracing existed (--defaults --tracing runs it as "absent").
-ABSENT_REV = "0205e52"
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """Return the user + system CPU seconds a process has used so far (all its threads)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    # The command name may hold spaces; the fields after its closing parenthesis do not.
-    fields = text[text.rindex(")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / CLOCK_TICKS
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """Return the CPU seconds used so far by several processes together."""
-    return sum(proc_cpu_seconds(pid) for pid in pids)
-
-
-def descendants(pid: int) -> tuple[int, ...]:
-    """Return the pids of every process below `pid` (children, their children, ...)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += [int(child), *descendants(int(child))]
-    return tuple(found)
-
-
-@dataclass(frozen=True)
-class Server:
-    """A running benchmark server: its address and every process that serves."""
-
-    address: str
-    pids: tuple[int, ...]
-
-
-@contextmanager
-def bench_server(
-    io: str,
-    workers: int,
-    reply_bytes: int,
-    log_level: str,
-    *,
-    sync_threads: int = 0,
-) -> Iterator[Server]:
-    """Run benchmarks/bench_server.py until the block ends."""
-    flags = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
-    flags += ["--metrics-port", "0", "--workers", str(workers), "--io", io]
-    with _bench_server([*flags, "--log-level", log_level]) as server:
-        yield server
-
-
-@contextmanager
-def bare_server() -> Iterator[Server]:
-    """Run the bare grpcio server (bench_server.py --bare) until the block ends."""
-    with _bench_server(["--bare"]) as server:
-        yield server
-
-
-@contextmanager
-def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
-    with reserved_port() as port:
-        command = [sys.executable, str(BENCH_SERVER), "--host", "127.0.0.1"]
-        command += ["--port", str(port), *flags]
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
-        )
-        assert process.stdout is not None
-        line = process.stdout.readline().split()
-    try:
-        if not line or line[0] != "READY":
-            raise RuntimeError(f"bench server did not start: {line}")
-        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@contextmanager
-def served(
-    io: str,
-    workers: int,
-    log_level: str,
-    metrics: bool = False,
-    *,
-    flags: Sequence[str] = (),
-    env: dict[str, str] | None = None,
-    cwd: Path = ROOT,
-) -> Iterator[Server]:
-    """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
-    flags = ["--workers", str(workers), "--io", io, *flags]
-    running = harness.start(
-        flags, log_level=log_level, cwd=cwd, keep_calls=False, metrics=metrics, env=env
-    )
-    try:
-        # At a quiet log level the launcher knows that one worker serves; count the others in.
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while len(running.workers()) < workers and time.monotonic() < deadline:
-            time.sleep(0.05)
-        yield Server(running.target, (running.pid, *descendants(running.pid)))
-    finally:
-        running.stop()
-
-
-@dataclass(frozen=True)
-class Measure:
-    """One measured load run."""
-
-    rpc: str
-    calls: int
-    wall_seconds: float
-    server_cpu_seconds: float
-    errors: int
-    p50_ms: float
-    p99_ms: float
-
-    @property
-    def per_cpu_second(self) -> float:
-        """Calls per server CPU-second."""
-        return self.calls / self.server_cpu_seconds if self.server_cpu_seconds else 0.0
-
-    @property
-    def per_wall_second(self) -> float:
-        """Calls per wall-clock second."""
-        return self.calls / self.wall_seconds if self.wall_seconds else 0.0
-
-
-def measure(
-    server: Server,
-    rpc: str,
-    requests: Sequence[bytes],
-    *,
-    calls: int,
-    concurrency: int,
-    connections: int,
-    rps: float = 0.0,
-    path: str = "",
-) -> Measure:
-    """Send `calls` calls of one RPC (Apply, the no-op, or `path`); count wall time and the
-    server's CPU seconds."""
-    path = path or (APPLY_PATH if rpc == "Apply" else NOOP_PATH)
-    service, _, method = path.lstrip("/").partition("/")
-    config = load.LoadConfig(
-        service=service,
-        method=method,
-        host=server.address,
-        total=calls,
-        concurrency=concurrency,
-        connections=connections,
-        rps=rps,
-        timeout=10.0,
-    )
-    before = cpu_seconds(server.pids)
-    started = time.perf_counter()
-    report = asyncio.run(load.run_load(config, requests))
-    wall = time.perf_counter() - started
-    used = cpu_seconds(server.pids) - before
-    return Measure(
-        rpc=rpc,
-        calls=report.count,
-        wall_seconds=wall,
-        server_cpu_seconds=used,
-        errors=report.count - report.statuses.get("OK", 0),
-        p50_ms=report.percentile_ns(50) / 1e6,
-        p99_ms=report.percentile_ns(99) / 1e6,
-    )
-
-
-def apply_requests() -> tuple[list[bytes], int]:
-    """Return the encoded Apply requests of the ghz data and the mean size of their replies."""
-    items = json.loads(APPLY_DATA.read_text(encoding="utf-8"))
-    handlers = Handlers()
-    requests = []
-    reply_sizes = []
-    for item in items:
-        request = json_format.ParseDict(item, pb.ApplyRequest())
-        requests.append(request.SerializeToString())
-        reply_sizes.append(len(handlers.apply(request)))
-    return requests, round(statistics.mean(reply_sizes))
+from benchmarks import ghz_data
+from benchmarks.measure import finish, header, machine, now
+from benchmarks.servers import (
+    APPLY_PATH,
+    HEALTH_PATH,
+    Measure,
+    Server,
+    apply_requests,
+    bare_server,
+    bench_server,
+    measure,
+    served,
+)
+from testkit import otlp
 
 
 @dataclass(frozen=True)
@@ -372,13 +179,9 @@ def run_variant(
 
 def requests_at_defaults() -> dict[str, tuple[str, list[bytes]]]:
     """Per measured call of the service: its path and its encoded requests."""
-    applies = [
-        json_format.ParseDict(item, pb.ApplyRequest())
-        for item in json.loads((DATA / "apply.json").read_text(encoding="utf-8"))
-    ]
+    applies = ghz_data.read("apply.json", pb.ApplyRequest)
     listing = [
-        json_format.ParseDict(item, pb.LegalMovesRequest()).SerializeToString()
-        for item in json.loads((DATA / "legal_moves.json").read_text(encoding="utf-8"))
+        r.SerializeToString() for r in ghz_data.read("legal_moves.json", pb.LegalMovesRequest)
     ]
     views = [
         pb.PlayerViewRequest(state=a.state, seat=a.state.to_move).SerializeToString()
@@ -458,52 +261,35 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-# --defaults --tracing: the service at its defaults with tracing absent, off and on.
-ABSENT = "absent"
-TRACING_VARIANTS = (ABSENT, "absent, second server (control)", "off", "on", "on, unsampled")
-
-
-@contextmanager
-def absent_tree(rev: str) -> Iterator[Path]:
-    """The server's code at `rev` (engine/, service/, clients/), exported into a temporary
-    directory: run from there with it first on PYTHONPATH, it is the server before tracing."""
-    with tempfile.TemporaryDirectory(prefix="basra-absent-") as directory:
-        archive = subprocess.run(
-            ["git", "archive", rev, "engine", "service", "clients"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", directory], input=archive, check=True)
-        yield Path(directory)
+# --defaults --tracing: the service at its defaults with tracing off and on.
+OFF = "off"
+TRACING_VARIANTS = (OFF, "off, second server (control)", "on", "on, unsampled")
 
 
 def run_tracing(number: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run of --defaults --tracing: fresh servers at the defaults (one worker, info logs,
-    metrics on), Apply on each: the code before tracing, tracing off, tracing on with every
-    call sampled and exported to a receiver in this process, and on with none sampled."""
+    metrics on), Apply on each: tracing off (twice), on with every call sampled and exported
+    to a receiver in this process, and on with none sampled."""
     io = args.io[0]
     path, requests = requests_at_defaults()["Apply"]
     keep = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    with absent_tree(args.absent_rev) as tree, otlp.receiving(keep=False) as receiver:
+    with otlp.receiving(keep=False) as receiver:
         exporting = {**keep, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
         unsampled = {**exporting, "OTEL_TRACES_SAMPLER": "always_off"}
-        before = {**keep, "PYTHONPATH": str(tree)}
         with (
             bare_server() as bare,
-            served(io, 1, "info", True, env=before, cwd=tree) as absent,
-            served(io, 1, "info", True, env=before, cwd=tree) as control,
             served(io, 1, "info", True, env=keep) as off,
+            served(io, 1, "info", True, env=keep) as control,
             served(io, 1, "info", True, flags=["--tracing"], env=exporting) as on,
             served(io, 1, "info", True, flags=["--tracing"], env=unsampled) as on_unsampled,
         ):
-            started = (absent, control, off, on, on_unsampled)
+            started = (off, control, on, on_unsampled)
             servers = dict(zip(TRACING_VARIANTS, started, strict=True))
             calls = {f"Apply {name}": (server, path, requests) for name, server in servers.items()}
             result = rotate(number, args, bare, calls)
         result["spans_received"] = receiver.count
-    base = result["rounds"]["ratios"][f"Apply {ABSENT}"]
-    result["to_absent"] = {
+    base = result["rounds"]["ratios"][f"Apply {OFF}"]
+    result["to_off"] = {
         name: statistics.median(
             r / b for r, b in zip(result["rounds"]["ratios"][name], base, strict=True)
         )
@@ -557,17 +343,15 @@ def _profile(
 
 def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """Run --defaults: `args.runs` runs; print each run's medians and the medians of runs."""
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     servers = f"basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, metrics on)"
     if args.tracing:
         servers += (
-            f": as of {args.absent_rev} (absent, twice), tracing off, tracing on (every call "
-            "sampled, OTLP to a receiver in this process), tracing on with "
-            "OTEL_TRACES_SAMPLER=always_off"
+            ": tracing off (twice), tracing on (every call sampled, OTLP to a receiver in this "
+            "process), tracing on with OTEL_TRACES_SAMPLER=always_off"
         )
     print(
-        f"load_bench --defaults {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"{' '.join(['benchmarks/load_bench.py', *(argv or sys.argv[1:])])}\n"
+        f"{header('load_bench', started, argv)}\n"
         f"machine: {json.dumps(machine())}\n"
         f"server: {servers}; "
         f"bare: grpcio, 8 threads, the standard health servicer; {args.rounds} rounds of "
@@ -594,54 +378,21 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     for name in names:
         rate = statistics.median(r["per_cpu_second"][name] for r in runs)
         print(f"{name}: {rate:.0f} calls per server CPU-second (median of run medians)")
-    to_absent: dict[str, float] = {}
+    to_off: dict[str, float] = {}
     if args.tracing:
         for name in names:
-            per_run = [r["to_absent"][name] for r in runs]
-            to_absent[name] = statistics.median(per_run)
+            per_run = [r["to_off"][name] for r in runs]
+            to_off[name] = statistics.median(per_run)
             shown = ", ".join(f"{v:.3f}" for v in per_run)
-            print(f"{name} / Apply {ABSENT}: {to_absent[name]:.3f} (runs: {shown})")
+            print(f"{name} / Apply {OFF}: {to_off[name]:.3f} (runs: {shown})")
         print(f"spans received: {', '.join(str(r['spans_received']) for r in runs)}")
     finish(
         args.json_out,
         started,
         argv,
-        {"medians": medians, "to_absent": to_absent, "runs": runs},
+        {"medians": medians, "to_off": to_off, "runs": runs},
     )
     return 0
-
-
-def finish(
-    json_out: Path | None,
-    started: datetime.datetime,
-    argv: Sequence[str] | None,
-    figures: dict[str, Any],
-) -> None:
-    """Say how busy the machine was at the end; write the run's figures as JSON when asked."""
-    # Other work on the machine skews every figure: say how busy it was by the end.
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if json_out:
-        head = {"started": started.isoformat(), "argv": list(argv or sys.argv[1:])}
-        json_out.write_text(json.dumps({**head, "machine": machine(), **figures}, indent=2))
-
-
-def machine() -> dict[str, Any]:
-    """Describe the machine and the software versions."""
-    model = ""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "grpcio": grpc.__version__,
-        "platform": platform.platform(),
-    }
 
 
 def report(results: Sequence[VariantResult], reply_bytes: int, request_bytes: int) -> str:
@@ -741,10 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tracing",
         action="store_true",
-        help="--defaults: Apply with tracing absent, off, on and on unsampled (see above)",
-    )
-    parser.add_argument(
-        "--absent-rev", default=ABSENT_REV, help="--tracing: the commit before tracing existed"
+        help="--defaults: Apply with tracing off, on and on unsampled (see above)",
     )
     parser.add_argument(
         "--profile", type=Path, help="--defaults: write a py-spy profile of Apply load here"
@@ -760,20 +508,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     requests, reply_bytes = apply_requests()
     request_bytes = round(statistics.mean(len(r) for r in requests))
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     results = [
         run_variant(io, workers, requests, reply_bytes, args)
         for io in args.io
         for workers in args.workers
     ]
-    header = (
-        f"load_bench {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"{' '.join(['benchmarks/load_bench.py', *(argv or sys.argv[1:])])}\n"
+    print(
+        f"{header('load_bench', started, argv)}\n"
         f"machine: {json.dumps(machine())}\n"
         f"rounds {args.rounds}, {args.calls} calls per saturated run, concurrency "
         f"{args.concurrency}, connections max({args.connections}, workers)"
     )
-    print(header)
     print(report(results, reply_bytes, request_bytes))
     finish(
         args.json_out,

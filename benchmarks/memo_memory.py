@@ -1,6 +1,6 @@
 """Memory the engine's plan memos take when full: RSS while random matches fill them.
 
-    .venv/bin/python benchmarks/memo_memory.py --matches 7000
+    .venv/bin/python -m benchmarks.memo_memory --matches 7000
 
 The memos are bounded LRU caches, so a worker's memory grows while they fill and then stays
 flat; this prints the resident size and the fill of each memo every 1000 matches.
@@ -11,12 +11,10 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Status, apply, new_match
-from engine.plans import _abstract_plans, _groups_on, _plans_cached
+from engine.plan_memo import _shape_plans, taken_cards
+from engine.plans import _plans_cached
 from testkit.actions import random_action
 
 
@@ -43,7 +41,7 @@ def main() -> int:
         if number % 1000 == 0:
             sizes = [
                 f"{f.cache_info().currsize}/{f.cache_info().maxsize}"
-                for f in (_plans_cached, _groups_on, _abstract_plans)
+                for f in (_plans_cached, taken_cards, _shape_plans)
             ]
             print(f"{number} matches: {rss_mib():.1f} MiB; memos {' '.join(sizes)}")
     return 0

@@ -1,35 +1,31 @@
 """Server CPU per call of every RPC with realistic data, beside a no-op, in one run.
 
-Against one benchmark server (benchmarks/bench_server.py: the service's own server with its
+Against one benchmark server (benchmarks.bench_server: the service's own server with its
 interceptors, metrics, health and reflection, plus a raw-bytes no-op method), this sends each
 RPC its ghz data (deploy/ghz/data/*.json: NewMatch, Apply, LegalMoves, SuggestMove at the
 server's default level and budget) and the no-op the Apply request bytes, round after round
 in turn, and reports the server's CPU microseconds per call (from /proc, every server
 process) and the latency, medians over the rounds.
 
-    .venv/bin/python benchmarks/rpc_cpu.py                       # 3 rounds
-    .venv/bin/python benchmarks/rpc_cpu.py --rounds 5 --workers 2
+    .venv/bin/python -m benchmarks.rpc_cpu                       # 3 rounds
+    .venv/bin/python -m benchmarks.rpc_cpu --rounds 5 --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from basra.v1 import rules_pb2 as pb
 
-from basra.v1 import rules_pb2 as pb  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
-from load_bench import apply_requests, bench_server, machine, measure  # noqa: E402
+from benchmarks import ghz_data
+from benchmarks.measure import finish, header, machine, now
+from benchmarks.servers import apply_requests, bench_server, measure
 
-DATA = ROOT / "deploy" / "ghz" / "data"
 # (RPC, data file, request type, calls per round: fewer for the searching bot)
 RPCS: tuple[tuple[str, str, type[Any], int], ...] = (
     ("NewMatch", "new_match.json", pb.NewMatchRequest, 3000),
@@ -40,14 +36,13 @@ RPCS: tuple[tuple[str, str, type[Any], int], ...] = (
 
 
 def _path(rpc: str) -> str:
-    """The method path of a RulesService RPC ("" for the no-op: load_bench's own)."""
+    """The method path of a RulesService RPC ("" for the no-op: benchmarks.servers' own)."""
     return "" if rpc == "Noop" else f"/basra.v1.RulesService/{rpc}"
 
 
 def requests(name: str, kind: type[Any]) -> list[bytes]:
     """The encoded requests of one data file."""
-    items = json.loads((DATA / name).read_text(encoding="utf-8"))
-    return [json_format.ParseDict(item, kind()).SerializeToString() for item in items]
+    return [r.SerializeToString() for r in ghz_data.read(name, kind)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     bodies["Noop"] = apply_bytes
     counts = {rpc: max(50, int(calls * args.scale)) for rpc, _, _, calls in RPCS}
     counts["Noop"] = counts["Apply"]
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     rounds: list[dict[str, dict[str, float]]] = []
     with bench_server(args.io, args.workers, reply_bytes, "warning") as server:
         for rpc, body in bodies.items():  # warm-up: imports, memos, connections
@@ -92,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             rounds.append(row)
     print(
-        f"rpc_cpu {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"benchmarks/rpc_cpu.py {' '.join(argv or sys.argv[1:])}\n"
+        f"{header('rpc_cpu', started, argv)}\n"
         f"machine: {json.dumps(machine())}\n"
         f"server: bench_server --io {args.io} --workers {args.workers} --log-level warning; "
         f"{args.concurrency} in flight over max({args.connections}, workers) connections; "
@@ -107,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         p50 = statistics.median(r[rpc]["p50_ms"] for r in rounds)
         p99 = statistics.median(r[rpc]["p99_ms"] for r in rounds)
         print(f"| {rpc} | {counts[rpc]} | {cpu:.0f} | {cpu / noop:.1f} | {p50:.2f} | {p99:.2f} |")
-    print(f"load average at the end: {' '.join(machine()['loadavg'])}")
-    if args.json_out:
-        args.json_out.write_text(json.dumps({"started": started.isoformat(), "rounds": rounds}))
+    finish(args.json_out, started, argv, {"rounds": rounds})
     return 0
 
 

@@ -8,14 +8,13 @@ rotate the order of the configurations, so that drift hits all alike. It reports
 Apply calls per wall second (client and server share the machine) and per server CPU-second,
 each also relative to the first configuration given.
 
-    .venv/bin/python benchmarks/serve_configs.py           # 1:info, 1:warning, 2:info, 2:warning
-    .venv/bin/python benchmarks/serve_configs.py --configs 1:info 2:warning --rounds 3
+    .venv/bin/python -m benchmarks.serve_configs           # 1:info, 1:warning, 2:info, 2:warning
+    .venv/bin/python -m benchmarks.serve_configs --configs 1:info 2:warning --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import statistics
 import sys
@@ -24,9 +23,8 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from load_bench import Measure, apply_requests, finish, machine, measure, served
+from benchmarks.measure import finish, header, machine, now
+from benchmarks.servers import Measure, apply_requests, measure, served
 
 DEFAULT_CONFIGS = ("1:info", "1:warning", "2:info", "2:warning")
 
@@ -67,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configs = [_config(c) for c in args.configs]
     requests, _ = apply_requests()
-    started = datetime.datetime.now(datetime.UTC)
+    started = now()
     runs: dict[tuple[int, str], list[Measure]] = {c: [] for c in configs}
     with ExitStack() as stack:
         servers = {c: stack.enter_context(served("sync", c[0], c[1])) for c in configs}
@@ -101,8 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for (workers, level), found in runs.items()
     ]
     print(
-        f"serve_configs {started:%Y-%m-%d %H:%M} UTC; command: "
-        f"{' '.join(['benchmarks/serve_configs.py', *(argv or sys.argv[1:])])}\n"
+        f"{header('serve_configs', started, argv)}\n"
         f"machine: {json.dumps(machine())}\n"
         f"sync server, {args.rounds} rounds of {args.calls} Apply calls, concurrency "
         f"{args.concurrency}, connections max({args.connections}, workers)\n"

@@ -55,6 +55,11 @@ _HONOURED = frozenset(
 )
 _IGNORED = frozenset(
     {"format", "output", "tags", "cpus", "debug", "reflect-metadata", "duration-stop"}
+    # Where ghz reads the request type from a .proto or protoset file instead of reflection.
+    # The type here always comes from the server's own reflection (or, with --no-reflection,
+    # from the generated basra.v1 code), which is the contract the server serves, so the file
+    # is neither read nor needed: a config that names one runs unchanged with either tool.
+    | {"proto", "protoset", "import-paths"}
 )
 
 _GO_CODE_NAMES = {grpc.StatusCode.CANCELLED: "Canceled", grpc.StatusCode.OK: "OK"}
@@ -161,8 +166,6 @@ def find_data_file(name: str, config_dir: Path) -> Path:
 
 def config_from_dict(raw: Mapping[str, Any], config_dir: Path = Path()) -> LoadConfig:
     """Build a LoadConfig from the keys of a ghz JSON config."""
-    if raw.get("proto") or raw.get("protoset"):
-        raise ConfigError("configs here use server reflection; drop 'proto'/'protoset'")
     unknown = sorted(set(raw) - _HONOURED - _IGNORED)
     if unknown:
         raise ConfigError(f"ghz options not supported by this load generator: {unknown}")
@@ -390,7 +393,7 @@ def _ms(ns: int) -> str:
 
 
 @dataclass(slots=True)
-class _Tally:
+class _RunCounts:
     """Mutable counters of one run, owned by that run's event loop only."""
 
     issued: int = 0
@@ -420,7 +423,7 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
                 f"cannot connect to {config.host} within {config.connect_timeout:g} s"
             ) from None
         calls = [ch.unary_unary(config.path, None, None) for ch in channels]
-        tally = _Tally()
+        counts = _RunCounts()
         metadata = config.metadata or None
         start = time.perf_counter_ns()
         stop_at = start + int(config.duration * 1e9) if config.duration else 0
@@ -432,11 +435,11 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
         async def worker(index: int) -> None:
             call = calls[index % len(calls)]
             while True:
-                if total and tally.issued >= total:
+                if total and counts.issued >= total:
                     return
                 # Reserve the call's number first: pacing sleeps, and other workers go on.
-                number = tally.issued
-                tally.issued += 1
+                number = counts.issued
+                counts.issued += 1
                 if interval_ns:
                     wait = start + number * interval_ns - time.perf_counter_ns()
                     if wait > 0:
@@ -454,19 +457,19 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
                     error = f"rpc error: code = {code} desc = {exc.details() or ''}"
                 ended = time.perf_counter_ns()
                 if number >= config.skip_first:
-                    tally.latencies.append(ended - began)
-                    tally.statuses[code] += 1
+                    counts.latencies.append(ended - began)
+                    counts.statuses[code] += 1
                     if error is not None:
-                        tally.errors[error] += 1
-                tally.last_done = ended
+                        counts.errors[error] += 1
+                counts.last_done = ended
 
         await asyncio.gather(*(worker(i) for i in range(config.concurrency)))
-        finished = tally.last_done or time.perf_counter_ns()
+        finished = counts.last_done or time.perf_counter_ns()
         return Report(
             total_ns=finished - start,
-            latencies_ns=tuple(tally.latencies),
-            statuses=dict(tally.statuses),
-            errors=dict(tally.errors),
+            latencies_ns=tuple(counts.latencies),
+            statuses=dict(counts.statuses),
+            errors=dict(counts.errors),
             name=config.name,
         )
     finally:

@@ -32,7 +32,7 @@ from clients.refusals import reason_of
 MAX_ACTIONS = 20_000
 
 # The levels of --bots, as BotLevel values of the contract.
-LEVELS = {
+BOT_LEVEL_BY_NAME = {
     "random": pb.BOT_LEVEL_RANDOM,
     "greedy": pb.BOT_LEVEL_GREEDY,
     "strong": pb.BOT_LEVEL_STRONG,
@@ -180,7 +180,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs=2,
         default=("strong", "greedy"),
         type=str.lower,
-        choices=tuple(LEVELS),
+        choices=tuple(BOT_LEVEL_BY_NAME),
         metavar="LEVEL",
         help="level of seat 0 and of seat 1: random, greedy or strong (default strong greedy)",
     )
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     names = args.names or [level.capitalize() for level in args.bots]
     if names[0] == names[1]:
         names = [f"{names[0]} {seat}" for seat in (0, 1)]
-    bots = (LEVELS[args.bots[0]], LEVELS[args.bots[1]])
+    bots = (BOT_LEVEL_BY_NAME[args.bots[0]], BOT_LEVEL_BY_NAME[args.bots[1]])
     with grpc.insecure_channel(args.target) as channel:
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
         kept = Kept()

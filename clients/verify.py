@@ -30,9 +30,10 @@ from typing import Any, TextIO
 from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
+from clients.messages import event_from_proto
 from engine import Action, Event, HiddenDeal, RuleError
 from engine.fairness import Verdict, actions_from_events, verify
-from service import convert
+from service.reading import action_from_proto
 
 HONEST, DISHONEST, UNUSABLE = 0, 1, 2
 
@@ -97,12 +98,10 @@ def check_record(
             if seat is None:
                 raise RecordError("'events' needs the 'seat' that received them")
             messages = _messages(record, "events", pb.Event)
-            observed = [
-                convert.event_from_proto(m) for m in messages if m.WhichOneof("kind") in _READ
-            ]
+            observed = [event_from_proto(m) for m in messages if m.WhichOneof("kind") in _READ]
         if "actions" in record:
             actions: Sequence[Action] = [
-                convert.action_from_proto(m) for m in _messages(record, "actions", pb.Action)
+                action_from_proto(m) for m in _messages(record, "actions", pb.Action)
             ]
         elif observed is not None:
             actions = actions_from_events(observed)

@@ -1,6 +1,6 @@
 """The facts of two-player Basra as data: the deck, the deal, the points, the end, the limits.
 
-RULES.md states them in prose; here they are stated once, first, and every other number of
+docs/rules.md states them in prose; here they are stated once, first, and every other number of
 the engine is derived from them. This module imports nothing of the engine, so any module
 (and any player program) can read the game without reaching the match machinery.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-# --- Cards (RULES.md 1) ---------------------------------------------------------------
+# --- Cards (docs/rules.md 1) -------------------------------------------------------------
 
 RANKS: tuple[str, ...] = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K")
 """Ranks in canonical order."""
@@ -33,7 +33,7 @@ SEVEN_OF_DIAMONDS = CODES.index("7D")
 TEN_OF_DIAMONDS = CODES.index("10D")
 TWO_OF_CLUBS = CODES.index("2C")
 
-# --- Seats and the deal (RULES.md 2) --------------------------------------------------
+# --- Seats and the deal (docs/rules.md 2) ------------------------------------------------
 
 SEATS: tuple[int, int] = (0, 1)
 HAND_CARDS = 4
@@ -49,7 +49,7 @@ PLAYS_PER_HAND = ROUNDS * ROUND_CARDS
 DECK_AFTER_DEAL = DECK_SIZE - FLOOR_CARDS - ROUND_CARDS
 """Undealt cards once the first round and the floor are out (40)."""
 
-# --- One play (RULES.md 3) ------------------------------------------------------------
+# --- One play (docs/rules.md 3) ----------------------------------------------------------
 
 MIN_GROUP_CARDS = 2
 """A group is this many or more floor cards summing to the played value."""
@@ -60,7 +60,7 @@ SEVEN_D_BASRA_MAX_FLOOR = 10
 SEVEN_D_BASRA_BLOCKERS: tuple[str, ...] = ("Q", "K")
 """... and no card of these ranks."""
 
-# --- Points of a hand (RULES.md 4) ----------------------------------------------------
+# --- Points of a hand (docs/rules.md 4) --------------------------------------------------
 
 TIE_CARDS = DECK_SIZE // 2
 """Captured cards of each seat in a tie (26/26): the majority points carry over."""
@@ -78,13 +78,16 @@ BASRA_POINTS = 10
 ITEM_POINTS = (JACK_POINTS + ACE_POINTS) * len(SUITS) + TWO_OF_CLUBS_POINTS + TEN_OF_DIAMONDS_POINTS
 """Points of the special cards of one deck together (13): every J and A, the 2C and the 10D."""
 
-# --- End of the match (RULES.md 5) ----------------------------------------------------
+# --- End of the match (docs/rules.md 5) --------------------------------------------------
 
 TARGET = 121
 """Running total that ends the match after a complete hand."""
 
 # --- Limits of what the engine accepts ------------------------------------------------
 
+DEFAULT_WORK_LIMIT = 10_000
+"""Search steps one plan generation may take by default. Reachable floors need at most a few
+thousand (docs/rules.md gives the argument); crafted floors beyond it are refused."""
 MIN_SEED_BYTES = 1
 MAX_SEED_BYTES = 64
 MAX_LABEL_CHARS = 64

@@ -1,4 +1,4 @@
-"""The portable pseudo-random stream of a match (RULES.md section 6, docs/determinism.md).
+"""The portable pseudo-random stream of a match (docs/rules.md section 6, docs/determinism.md).
 
 Every draw comes from SHA-256 in counter mode over the seed and a label naming its purpose,
 so any language can reproduce a deal from the seed alone and no draw depends on another.

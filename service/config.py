@@ -1,26 +1,27 @@
 """Server configuration: a flag wins over its BASRA_* variable, which wins over the default.
 
-Every setting has a flag (--metrics-port) and a variable (BASRA_METRICS_PORT). An empty
+Each setting is declared once, as a field of Config made by `setting`: its default, the parser
+that reads (and bounds) its text, and its help. Everything else comes from that declaration:
+the flag (--metrics-port) and the variable (BASRA_METRICS_PORT) from the field's name,
+`basra-rules serve --help`, and the checks that keep the settings table of docs/service.md and
+the Helm chart's values schema in step (tests/service/test_service_config.py). An empty
 variable counts as unset. A bad value is refused with a message naming where it came from.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
-from typing import Any
+from typing import Any, Protocol
 
 import engine
 from engine.bot import Level
-from service.handlers import DEFAULT_BOT_MAX_BUDGET, DEFAULT_MAX_REPLAY_ACTIONS
-from service.logs import FORMATS, LEVELS
+from service.logs import LOG_FORMATS, LOG_LEVELS
 
 IO_MODES = ("sync", "asyncio")
 BOT_LEVELS = tuple(level.lower() for level in Level)
-DEFAULT_BOT_MAX_DEALS = DEFAULT_BOT_MAX_BUDGET.deals
-DEFAULT_BOT_MAX_NODES = DEFAULT_BOT_MAX_BUDGET.nodes
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -29,155 +30,254 @@ class ConfigError(ValueError):
     """A setting has a value the server cannot use."""
 
 
+class Parser(Protocol):
+    """Reads a setting's text, refusing (ValueError) what the server cannot use."""
+
+    def __call__(self, text: str) -> Any: ...
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of the values it accepts (the chart's schema may only narrow it)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Integer:
+    """A whole number from `minimum` up to `maximum` (None: no upper bound)."""
+
+    minimum: int
+    maximum: int | None = None
+
+    def __call__(self, text: str) -> int:
+        value = int(text)
+        if self.maximum is not None and not self.minimum <= value <= self.maximum:
+            raise ValueError(f"must be {self.minimum} to {self.maximum}")
+        if value < self.minimum:
+            raise ValueError(f"must be at least {self.minimum}")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        """An integer within the bounds."""
+        bounds = {} if self.maximum is None else {"maximum": self.maximum}
+        return {"type": "integer", "minimum": self.minimum, **bounds}
+
+
+PORT = Integer(0, 65535)
+
+
+@dataclass(frozen=True, slots=True)
+class Seconds:
+    """A duration in seconds, fractions allowed, from 0 to a day."""
+
+    maximum: float = 86_400
+
+    def __call__(self, text: str) -> float:
+        value = float(text)
+        if not 0 <= value <= self.maximum:
+            raise ValueError(f"seconds must be 0 to {self.maximum:g}")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        """A number within the bounds."""
+        return {"type": "number", "minimum": 0, "maximum": self.maximum}
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One of a few words, in any case."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, text: str) -> str:
+        value = text.strip().lower()
+        if value not in self.options:
+            raise ValueError(f"must be one of {', '.join(self.options)}")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        """One of the options."""
+        return {"enum": list(self.options)}
+
+    def words(self) -> str:
+        """The options in a sentence ("json or console")."""
+        return " or ".join((", ".join(self.options[:-1]), self.options[-1]))
+
+
+@dataclass(frozen=True, slots=True)
+class Boolean:
+    """On or off: true/false, 1/0, yes/no, on/off; a flag --name / --no-name."""
+
+    def __call__(self, text: str) -> bool:
+        value = text.strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ValueError("must be true or false")
+
+    def schema(self) -> dict[str, Any]:
+        """A boolean."""
+        return {"type": "boolean"}
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Any text but the empty one (an address, a path, keys)."""
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            raise ValueError("must not be empty")
+        return text
+
+    def schema(self) -> dict[str, Any]:
+        """A string that is not empty."""
+        return {"type": "string", "minLength": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What a setting's declaration holds beside its default."""
+
+    parse: Parser
+    help: str
+    unset: str | None
+    """How a default of None reads ("none: signing off"); None for other defaults."""
+
+
+def setting(
+    default: Any, parse: Parser, help: str, *, unset: str | None = None, secret: bool = False
+) -> Any:
+    """Declare a setting: its default, the parser of its text and its help (secret: no repr)."""
+    return dataclass_field(
+        default=default, repr=not secret, metadata={"setting": Declared(parse, help, unset)}
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Everything `basra-rules serve` needs to know."""
 
-    host: str = "[::]"
-    port: int = 50051
-    metrics_port: int = 9464
-    workers: int = 1
-    log_level: str = "info"
-    log_format: str = "json"
-    max_message_bytes: int = 1_048_576
-    reflection: bool = True
-    grace_seconds: float = 10.0
-    max_connection_age_seconds: float = 300.0
-    max_connection_age_grace_seconds: float = 30.0
-    plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
-    max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
-    bot_level: str = "strong"
-    """Level of SuggestMove when a request leaves it unspecified."""
-    bot_max_deals: int = DEFAULT_BOT_MAX_DEALS
-    bot_max_nodes: int = DEFAULT_BOT_MAX_NODES
-    metrics_dir: str | None = None
-    """None: a fresh temporary directory."""
-    io: str = "sync"
-    """Beyond the contract: grpc's thread-pool server ("sync") or its asyncio server."""
-    signing_keys: str | None = dataclass_field(default=None, repr=False)
-    """Inline "kid:base64key,..." keys (secret: never shown); None: signing off."""
-    signing_keys_file: str | None = None
-    """File holding the keys in the same form."""
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_client_ca: str | None = None
-    """CA bundle that client certificates must chain to (mutual TLS)."""
-    tracing: bool = False
-    """OpenTelemetry spans of RulesService calls, exported as the standard OTEL_* variables say."""
+    host: str = setting("[::]", Text(), "bind address for gRPC and metrics")
+    port: int = setting(50051, PORT, "gRPC port; 0 picks a free one")
+    metrics_port: int = setting(
+        9464, PORT, "Prometheus HTTP port, path /metrics; 0 turns metrics off"
+    )
+    workers: int = setting(1, Integer(1), "worker processes sharing the gRPC port (SO_REUSEPORT)")
+    log_level: str = setting("info", Choice(LOG_LEVELS), "least severe log level written")
+    log_format: str = setting("json", Choice(LOG_FORMATS), "log line format")
+    max_message_bytes: int = setting(
+        1_048_576, Integer(1024), "largest request or response in bytes"
+    )
+    reflection: bool = setting(True, Boolean(), "gRPC server reflection")
+    grace_seconds: float = setting(
+        10.0, Seconds(), "how long in-flight calls may finish after SIGTERM"
+    )
+    max_connection_age_seconds: float = setting(
+        300.0, Seconds(), "grpc.max_connection_age_ms in seconds; 0 = off"
+    )
+    max_connection_age_grace_seconds: float = setting(
+        30.0, Seconds(), "grpc.max_connection_age_grace_ms in seconds"
+    )
+    plan_work_limit: int = setting(
+        engine.DEFAULT_WORK_LIMIT, Integer(1), "plan-search work bound; past it STATE_TOO_COMPLEX"
+    )
+    max_replay_actions: int = setting(
+        10_000, Integer(0), "most actions one Replay call may carry; more is TOO_MANY_ACTIONS"
+    )
+    bot_level: str = setting(
+        "strong", Choice(BOT_LEVELS), "SuggestMove's level when a request leaves it unspecified"
+    )
+    # The most work one SuggestMove may ask for: about four times the default deals and nine
+    # times its nodes, some 100 ms of CPU at worst (docs/bot.md, "The budget").
+    bot_max_deals: int = setting(
+        64, Integer(1), "most deals one SuggestMove may sample; a larger budget is BUDGET_TOO_LARGE"
+    )
+    bot_max_nodes: int = setting(
+        20_000,
+        Integer(1),
+        "most search nodes one SuggestMove may visit; a larger budget is BUDGET_TOO_LARGE",
+    )
+    metrics_dir: str | None = setting(
+        None,
+        Text(),
+        "prometheus-client multiprocess directory",
+        unset="a fresh temporary directory",
+    )
+    io: str = setting(
+        "sync",
+        Choice(IO_MODES),
+        "which grpc server runs the calls (beyond the contract)",
+    )
+    signing_keys: str | None = setting(
+        None,
+        Text(),
+        "state signing keys 'kid:base64key,...', the first signs (prefer the variable or the "
+        "file: flags show in process lists)",
+        unset="none, signing off",
+        secret=True,
+    )
+    signing_keys_file: str | None = setting(
+        None, Text(), "file holding the signing keys in the same form", unset="none, signing off"
+    )
+    tls_cert: str | None = setting(
+        None, Text(), "PEM certificate chain for TLS on the gRPC port", unset="none, plaintext"
+    )
+    tls_key: str | None = setting(None, Text(), "PEM private key of --tls-cert", unset="none")
+    tls_client_ca: str | None = setting(
+        None,
+        Text(),
+        "PEM CA bundle; clients must present a certificate it signed (mutual TLS)",
+        unset="none",
+    )
+    tracing: bool = setting(
+        False,
+        Boolean(),
+        "OpenTelemetry spans of RulesService calls, sent by OTLP where the standard OTEL_* "
+        "variables say",
+    )
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise ValueError("a port is 0 to 65535")
-    return value
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting as users meet it: flag, variable, default, parser, help."""
 
+    name: str
+    default: Any
+    parse: Parser
+    help: str
+    unset: str | None
 
-def _at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise ValueError(f"must be at least {low}")
-        return value
+    @property
+    def flag(self) -> str:
+        """The command-line flag (--metrics-port)."""
+        return flag_name(self.name)
 
-    return parse
+    @property
+    def env(self) -> str:
+        """The environment variable (BASRA_METRICS_PORT)."""
+        return env_name(self.name)
 
+    @property
+    def shown_default(self) -> str:
+        """The default as --help and the docs show it."""
+        if self.default is None:
+            return self.unset or "none"
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        if isinstance(self.default, float):
+            return f"{self.default:g}"
+        return str(self.default)
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 86_400:
-        raise ValueError("seconds must be 0 to 86400")
-    return value
+    @property
+    def described(self) -> str:
+        """The help with the options of a choice, without the default."""
+        if isinstance(self.parse, Choice):
+            return f"{self.help}: {self.parse.words()}"
+        return self.help
 
-
-def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in options:
-            raise ValueError(f"must be one of {', '.join(options)}")
-        return value
-
-    return parse
-
-
-def _boolean(text: str) -> bool:
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError("must be true or false")
-
-
-def _text(text: str) -> str:
-    if not text:
-        raise ValueError("must not be empty")
-    return text
-
-
-# field -> parser of its text form; the flag is --field-with-dashes, the variable BASRA_FIELD.
-_PARSERS: Mapping[str, Callable[[str], Any]] = {
-    "host": _text,
-    "port": _port,
-    "metrics_port": _port,
-    "workers": _at_least(1),
-    "log_level": _choice(LEVELS),
-    "log_format": _choice(FORMATS),
-    "max_message_bytes": _at_least(1024),
-    "reflection": _boolean,
-    "grace_seconds": _seconds,
-    "max_connection_age_seconds": _seconds,
-    "max_connection_age_grace_seconds": _seconds,
-    "plan_work_limit": _at_least(1),
-    "max_replay_actions": _at_least(0),
-    "bot_level": _choice(BOT_LEVELS),
-    "bot_max_deals": _at_least(1),
-    "bot_max_nodes": _at_least(1),
-    "metrics_dir": _text,
-    "io": _choice(IO_MODES),
-    "signing_keys": _text,
-    "signing_keys_file": _text,
-    "tls_cert": _text,
-    "tls_key": _text,
-    "tls_client_ca": _text,
-    "tracing": _boolean,
-}
-_HELP: Mapping[str, str] = {
-    "host": "bind address for gRPC and metrics (default [::])",
-    "port": "gRPC port (default 50051; 0 picks a free one)",
-    "metrics_port": "Prometheus HTTP port, path /metrics (default 9464; 0 turns metrics off)",
-    "workers": "worker processes sharing the gRPC port via SO_REUSEPORT (default 1)",
-    "log_level": "debug, info, warning or error (default info)",
-    "log_format": "json or console (default json)",
-    "max_message_bytes": "largest request or response in bytes (default 1048576)",
-    "reflection": "gRPC server reflection on or off (default on)",
-    "grace_seconds": "how long in-flight calls may finish after SIGTERM (default 10)",
-    "max_connection_age_seconds": "grpc.max_connection_age_ms in seconds (default 300; 0 = off)",
-    "max_connection_age_grace_seconds": "grpc.max_connection_age_grace_ms in seconds (default 30)",
-    "plan_work_limit": (
-        f"plan-search work bound; past it STATE_TOO_COMPLEX (default {engine.DEFAULT_WORK_LIMIT})"
-    ),
-    "max_replay_actions": (
-        f"most actions one Replay call may carry (default {DEFAULT_MAX_REPLAY_ACTIONS})"
-    ),
-    "bot_level": "SuggestMove level when a request leaves it unspecified: "
-    "random, greedy or strong (default strong)",
-    "bot_max_deals": "most deals one SuggestMove may sample; a larger budget is refused "
-    f"BUDGET_TOO_LARGE (default {DEFAULT_BOT_MAX_DEALS})",
-    "bot_max_nodes": "most search nodes one SuggestMove may visit; a larger budget is refused "
-    f"BUDGET_TOO_LARGE (default {DEFAULT_BOT_MAX_NODES})",
-    "metrics_dir": "prometheus-client multiprocess directory (default: a fresh temp dir)",
-    "io": "server flavour: sync (thread pool) or asyncio (default sync)",
-    "signing_keys": "state signing keys 'kid:base64key,...', first signs (prefer the variable "
-    "or the file: flags show in process lists)",
-    "signing_keys_file": "file holding the signing keys in the same form (default: none, "
-    "signing off)",
-    "tls_cert": "PEM certificate chain for TLS on the gRPC port (default: none, plaintext)",
-    "tls_key": "PEM private key of --tls-cert",
-    "tls_client_ca": "PEM CA bundle; clients must present a certificate it signed (mutual TLS)",
-    "tracing": "OpenTelemetry spans of RulesService calls, sent by OTLP where the standard "
-    "OTEL_* variables say (default off)",
-}
+    @property
+    def switch(self) -> bool:
+        """Whether the flag is an on/off pair (--tracing / --no-tracing)."""
+        return isinstance(self.parse, Boolean)
 
 
 def env_name(field: str) -> str:
@@ -190,24 +290,32 @@ def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(f.name, f.default, d.parse, d.help, d.unset)
+    for f in fields(Config)
+    for d in (f.metadata["setting"],)
+)
+"""Every setting, in the order of Config."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one flag per setting; unset flags stay None so variables and defaults can apply."""
-    for field in fields(Config):
-        shown = f"{_HELP[field.name]} [env {env_name(field.name)}]"
-        if _PARSERS[field.name] is _boolean:  # --tracing / --no-tracing, --reflection / ...
+    for entry in SETTINGS:
+        shown = f"{entry.described} (default {entry.shown_default}) [env {entry.env}]"
+        if entry.switch:  # --tracing / --no-tracing, --reflection / --no-reflection
             parser.add_argument(
-                flag_name(field.name),
-                dest=field.name,
+                entry.flag,
+                dest=entry.name,
                 action=argparse.BooleanOptionalAction,
                 default=None,
                 help=shown,
             )
             continue
         parser.add_argument(
-            flag_name(field.name),
-            dest=field.name,
+            entry.flag,
+            dest=entry.name,
             default=None,
-            metavar=field.name.split("_")[-1].upper(),
+            metavar=entry.name.split("_")[-1].upper(),
             help=shown,
         )
 
@@ -215,20 +323,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def resolve(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     """Build the configuration from parsed flags (None = not given) and the environment."""
     values: dict[str, Any] = {}
-    for field in fields(Config):
-        parse = _PARSERS[field.name]
-        given = flags.get(field.name)
+    for entry in SETTINGS:
+        given = flags.get(entry.name)
         if isinstance(given, bool):
-            values[field.name] = given
+            values[entry.name] = given
             continue
         if given is not None:
-            source, text = flag_name(field.name), str(given)
-        elif environ.get(env_name(field.name), "") != "":
-            source, text = env_name(field.name), environ[env_name(field.name)]
+            source, text = entry.flag, str(given)
+        elif environ.get(entry.env, "") != "":
+            source, text = entry.env, environ[entry.env]
         else:
             continue
         try:
-            values[field.name] = parse(text)
+            values[entry.name] = entry.parse(text)
         except ValueError as error:
             raise ConfigError(f"{source}={text!r} is not usable: {error}") from None
     return Config(**values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 
 import grpc
@@ -16,17 +17,21 @@ from engine import Reason, RuleError
 DOMAIN = "basra.v1"
 DETAILS_KEY = "grpc-status-details-bin"
 
-# Reasons that only the service raises (the engine's own are in engine.errors.Reason).
-SEQ_MISMATCH = "SEQ_MISMATCH"
-TOO_MANY_ACTIONS = "TOO_MANY_ACTIONS"
-TOO_MANY_LABELS = "TOO_MANY_LABELS"
-MALFORMED_REQUEST = "MALFORMED_REQUEST"
-UNPROCESSABLE = "UNPROCESSABLE"
-BAD_SIGNATURE = "BAD_SIGNATURE"
-REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
-RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
-BUDGET_TOO_LARGE = "BUDGET_TOO_LARGE"
-INVALID_LEVEL = "INVALID_LEVEL"
+
+class ServiceReason(StrEnum):
+    """Reasons that only the service gives (the engine's own are engine.Reason)."""
+
+    SEQ_MISMATCH = "SEQ_MISMATCH"
+    TOO_MANY_ACTIONS = "TOO_MANY_ACTIONS"
+    TOO_MANY_LABELS = "TOO_MANY_LABELS"
+    MALFORMED_REQUEST = "MALFORMED_REQUEST"
+    UNPROCESSABLE = "UNPROCESSABLE"
+    BAD_SIGNATURE = "BAD_SIGNATURE"
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+    RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+    BUDGET_TOO_LARGE = "BUDGET_TOO_LARGE"
+    INVALID_LEVEL = "INVALID_LEVEL"
+
 
 _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
     {
@@ -44,16 +49,16 @@ _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
         Reason.MUST_CAPTURE: grpc.StatusCode.FAILED_PRECONDITION,
         Reason.MATCH_OVER: grpc.StatusCode.FAILED_PRECONDITION,
         Reason.STATE_TOO_COMPLEX: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        SEQ_MISMATCH: grpc.StatusCode.ABORTED,
-        TOO_MANY_ACTIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        TOO_MANY_LABELS: grpc.StatusCode.INVALID_ARGUMENT,
-        MALFORMED_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
-        UNPROCESSABLE: grpc.StatusCode.INVALID_ARGUMENT,
-        BAD_SIGNATURE: grpc.StatusCode.UNAUTHENTICATED,
-        REQUEST_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        RESPONSE_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        BUDGET_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
-        INVALID_LEVEL: grpc.StatusCode.INVALID_ARGUMENT,
+        ServiceReason.SEQ_MISMATCH: grpc.StatusCode.ABORTED,
+        ServiceReason.TOO_MANY_ACTIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ServiceReason.TOO_MANY_LABELS: grpc.StatusCode.INVALID_ARGUMENT,
+        ServiceReason.MALFORMED_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+        ServiceReason.UNPROCESSABLE: grpc.StatusCode.INVALID_ARGUMENT,
+        ServiceReason.BAD_SIGNATURE: grpc.StatusCode.UNAUTHENTICATED,
+        ServiceReason.REQUEST_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ServiceReason.RESPONSE_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ServiceReason.BUDGET_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ServiceReason.INVALID_LEVEL: grpc.StatusCode.INVALID_ARGUMENT,
     }
 )
 
@@ -102,10 +107,10 @@ class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server
         return rpc_status.to_status(rich)
 
 
-def refusal(reason: str, message: str, **metadata: str | int) -> Refusal:
+def refusal(reason: Reason | ServiceReason, message: str, **metadata: str | int) -> Refusal:
     """Build a refusal for a reason, with the code the reason maps to."""
     return Refusal(
-        code_for(reason), reason, message, {camel(k): str(v) for k, v in metadata.items()}
+        code_for(reason), reason.value, message, {camel(k): str(v) for k, v in metadata.items()}
     )
 
 
@@ -122,7 +127,7 @@ def from_rule_error(error: RuleError) -> Refusal:
 def unexpected(error: BaseException) -> Refusal:
     """Turn an exception nobody anticipated into a clean refusal that names only its type."""
     return refusal(
-        UNPROCESSABLE,
+        ServiceReason.UNPROCESSABLE,
         "The request could not be processed and was refused; nothing was changed.",
         error=type(error).__name__,
     )

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar
 
 from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError
@@ -21,7 +21,10 @@ from engine import Move, RuleError, State, bot
 from engine.facts import MAX_SEED_BYTES
 from engine.rng import commitment
 from engine.view import information_set
-from service import convert, errors, wire
+from service import errors, reading, writing
+from service.config import Config
+from service.enums import ENGINE_BOT_LEVEL
+from service.errors import ServiceReason
 from service.signing import Keyring
 
 
@@ -30,15 +33,29 @@ class _Limited(Protocol):
     def limits(self) -> Limits: ...
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-H = TypeVar("H", bound=_Limited)
-
 DRAWN_SEED_BYTES = 32
-DEFAULT_MAX_REPLAY_ACTIONS = 10_000
-# The most work one SuggestMove may ask for by default: about four times the default deals
-# and nine times its nodes, some 100 ms of CPU at worst (docs/bot.md, "The budget").
-DEFAULT_BOT_MAX_BUDGET = bot.Budget(deals=64, nodes=20_000)
+
+
+class Answer(NamedTuple):
+    """An encoded response with the seq of the state it carries, for the call's log line.
+
+    NewMatch and Replay answer with one: their request holds no state to read the seq from
+    (the other RPCs answer with the bytes alone, their log line reads the request).
+    """
+
+    data: bytes
+    seq: int
+
+
+def encoded(response: bytes | Answer) -> bytes:
+    """The bytes to send for a handler's response (the response serializer of NewMatch and
+    Replay; the other RPCs' serializer is the identity)."""
+    return response.data if isinstance(response, Answer) else response
+
+
+P = ParamSpec("P")
+R = TypeVar("R", bytes, Answer)
+H = TypeVar("H", bound=_Limited)
 
 
 def _refusing(
@@ -54,11 +71,12 @@ def _refusing(
         except RuleError as error:
             raise errors.from_rule_error(error) from None
         limit = self.limits.max_response_bytes
-        if limit is not None and isinstance(response, bytes):
-            size = len(response)
+        if limit is not None:
+            # Inline, not encoded(): this runs on every call.
+            size = len(response.data) if isinstance(response, Answer) else len(response)
             if size > limit:
                 raise errors.refusal(
-                    errors.RESPONSE_TOO_LARGE,
+                    ServiceReason.RESPONSE_TOO_LARGE,
                     f"The response would have {size} bytes; this server sends at most {limit}.",
                     size=size,
                     max_bytes=limit,
@@ -85,25 +103,36 @@ def _draw_seed() -> bytes:
 class Limits:
     """Bounds on the work one call may cause."""
 
-    plan_work_limit: int = engine.DEFAULT_WORK_LIMIT
-    max_replay_actions: int = DEFAULT_MAX_REPLAY_ACTIONS
-    max_response_bytes: int | None = None
+    plan_work_limit: int
+    max_replay_actions: int
+    max_response_bytes: int | None
     """Largest response to send (None: no bound of the handlers' own)."""
-    bot_level: bot.Level = bot.Level.STRONG
+    bot_level: bot.Level
     """SuggestMove's level when a request leaves it unspecified."""
-    bot_max_budget: bot.Budget = DEFAULT_BOT_MAX_BUDGET
+    bot_max_budget: bot.Budget
     """The most work one SuggestMove may ask for; the default budget is capped by it."""
+
+    @classmethod
+    def of(cls, config: Config) -> Limits:
+        """The limits a server with this configuration applies."""
+        return cls(
+            config.plan_work_limit,
+            config.max_replay_actions,
+            config.max_message_bytes,
+            bot.Level(config.bot_level.upper()),
+            bot.Budget(config.bot_max_deals, config.bot_max_nodes),
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Handlers:
     """The six RPCs with their limits, observers, a seed source and signing keys.
 
-    Each RPC takes its request message and returns the encoded response (its serializer on
-    the server is the identity).
+    Each RPC takes its request message and returns the encoded response (with the seq it
+    carries, for NewMatch and Replay: Answer).
     """
 
-    limits: Limits = field(default_factory=Limits)
+    limits: Limits = field(default_factory=lambda: Limits.of(Config()))
     observe_plan_seconds: Callable[[float], None] = _no_observation
     observe_suggestion: Callable[[bot.Suggestion, float], None] = _no_suggestion_observation
     """Called with every suggestion and the seconds it took (metrics)."""
@@ -112,12 +141,12 @@ class Handlers:
     """Signing keys: when set, states go out sealed and must come back sealed."""
 
     @_refusing
-    def new_match(self, request: pb.NewMatchRequest) -> bytes:
+    def new_match(self, request: pb.NewMatchRequest) -> Answer:
         """Start a match from the given seed (or a drawn one) and labels."""
         labels = _labels(request.labels)
         seed = request.seed or self.draw_seed()
         state, events = engine.new_match(seed, labels)
-        return self._result(state, events)
+        return Answer(self._result(state, events), state.seq)
 
     @_refusing
     def apply(self, request: pb.ApplyRequest) -> bytes:
@@ -129,12 +158,12 @@ class Handlers:
             )
         if request.HasField("expected_seq") and request.expected_seq != state.seq:
             raise errors.refusal(
-                errors.SEQ_MISMATCH,
+                ServiceReason.SEQ_MISMATCH,
                 f"The state is at seq {state.seq}, not at the expected seq {request.expected_seq}.",
                 seq=state.seq,
                 expected_seq=request.expected_seq,
             )
-        action = convert.action_from_proto(request.action)
+        action = reading.action_from_proto(request.action)
         limit = self.limits.plan_work_limit
         after, events = engine.apply(state, action, work_limit=limit, check=False)
         return self._result(after, events)
@@ -144,27 +173,37 @@ class Handlers:
         """List the legal moves of the seat to move."""
         state = self._checked_state(request)
         moves = self._moves(state)
-        return wire.message(1, convert.moves_bytes(state.to_move, moves))
+        return writing.legal_moves_response_bytes(state.to_move, moves)
 
     @_refusing
     def player_view(self, request: pb.PlayerViewRequest) -> bytes:
-        """Return what one seat may see of the state."""
+        """Return what one seat may see of the state, or (spectator) what anybody may see."""
         state = self._checked_state(request)
+        if request.spectator:
+            if request.HasField("seat"):
+                raise errors.refusal(
+                    engine.Reason.INVALID_SEAT,
+                    "A request for the public view names no seat.",
+                    seat=request.seat,
+                )
+            return writing.public_view_response_bytes(engine.public_view(state))
         if not request.HasField("seat"):
             raise errors.refusal(
-                engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
+                engine.Reason.INVALID_SEAT,
+                "The request names no seat (seats are 0 and 1) and does not ask for the public "
+                "view (spectator).",
             )
         limit = self.limits.plan_work_limit
         view = engine.seat_view(state, request.seat, limit, self._timed_plans)
-        return wire.message(1, convert.view_bytes(view))
+        return writing.player_view_response_bytes(view)
 
     @_refusing
-    def replay(self, request: pb.ReplayRequest) -> bytes:
+    def replay(self, request: pb.ReplayRequest) -> Answer:
         """Rebuild a match from its seed and actions; a refused action is reported, not raised."""
         count, limit = len(request.actions), self.limits.max_replay_actions
         if count > limit:
             raise errors.refusal(
-                errors.TOO_MANY_ACTIONS,
+                ServiceReason.TOO_MANY_ACTIONS,
                 f"A replay may carry at most {limit} actions, not {count}.",
                 actions=count,
                 max_actions=limit,
@@ -174,7 +213,7 @@ class Handlers:
         unreadable: RuleError | None = None
         for message in request.actions:
             try:
-                actions.append(convert.action_from_proto(message))
+                actions.append(reading.action_from_proto(message))
             except RuleError as error:
                 unreadable = error
                 break
@@ -183,24 +222,23 @@ class Handlers:
         index, refused = result.refused_index, result.error
         if index is None and unreadable is not None:
             index, refused = len(actions), unreadable
-        final = convert.state_to_proto(result.state)
-        response = pb.ReplayResponse(
-            state=final,
-            events=convert.events_to_proto(result.events),
-            legal_moves=convert.moves_to_proto(result.state.to_move, self._moves(result.state)),
-            refused_index=index,
-            signed_state=self._seal_message(final),
-        )
+        final = result.state
+        encoded = writing.state_bytes(final)
+        refusal = None
         if refused is not None:
             as_refusal = errors.from_rule_error(refused)
-            response.refusal.CopyFrom(
-                pb.Refusal(
-                    reason=as_refusal.reason,
-                    message=as_refusal.message,
-                    metadata=as_refusal.metadata,
-                )
+            refusal = writing.refusal_bytes(
+                as_refusal.reason, as_refusal.message, as_refusal.metadata
             )
-        return response.SerializeToString()
+        response = writing.replay_response_bytes(
+            encoded,
+            result.events,
+            writing.moves_bytes(final.to_move, self._moves(final)),
+            refused_index=index,
+            refusal=refusal,
+            signed_state=self._seal(encoded),
+        )
+        return Answer(response, final.seq)
 
     @_refusing
     def suggest_move(self, request: pb.SuggestMoveRequest) -> bytes:
@@ -222,16 +260,16 @@ class Handlers:
         started = perf_counter()
         suggestion = bot.suggest(info, level, request.bot_seed, budget, self.limits.plan_work_limit)
         self.observe_suggestion(suggestion, perf_counter() - started)
-        return convert.suggestion_to_proto(suggestion).SerializeToString()
+        return writing.suggestion_bytes(suggestion)
 
     def _level(self, value: int) -> bot.Level:
         """The engine level of a request's BotLevel (UNSPECIFIED: the configured default)."""
         if value == pb.BOT_LEVEL_UNSPECIFIED:
             return self.limits.bot_level
-        level = convert.LEVELS.get(value)
+        level = ENGINE_BOT_LEVEL.get(value)
         if level is None:
             raise errors.refusal(
-                errors.INVALID_LEVEL,
+                ServiceReason.INVALID_LEVEL,
                 f"{value} is not a BotLevel; use RANDOM, GREEDY, STRONG or leave it unset.",
                 level=value,
             )
@@ -247,7 +285,7 @@ class Handlers:
         budget = bot.Budget(asked.deals or default.deals, asked.nodes or default.nodes)
         if budget.deals > cap.deals or budget.nodes > cap.nodes:
             raise errors.refusal(
-                errors.BUDGET_TOO_LARGE,
+                ServiceReason.BUDGET_TOO_LARGE,
                 f"This server allows at most {cap.deals} deals and {cap.nodes} nodes per "
                 f"suggestion, not {budget.deals} and {budget.nodes}.",
                 deals=budget.deals,
@@ -266,7 +304,7 @@ class Handlers:
     ) -> State:
         """Return the request's state once its seal (if signing) and the engine accept it."""
         message = self._state_message(request)
-        state = convert.state_from_proto(message)
+        state = reading.state_from_proto(message)
         engine.check_state(state)
         return state
 
@@ -283,7 +321,7 @@ class Handlers:
             # Checked before anything reads the state: a bad seal never reaches the engine.
             if plain or not sealed:
                 raise errors.refusal(
-                    errors.BAD_SIGNATURE,
+                    ServiceReason.BAD_SIGNATURE,
                     "This server signs states: send the signed_state it returned, unchanged, "
                     "and no plain state.",
                     field="signed_state",
@@ -291,7 +329,7 @@ class Handlers:
             seal = request.signed_state
             if not self.keyring.verify(seal.key_id, seal.state, seal.signature):
                 raise errors.refusal(
-                    errors.BAD_SIGNATURE,
+                    ServiceReason.BAD_SIGNATURE,
                     "The signed state does not carry a valid signature of a current key.",
                     key_id=seal.key_id[:64],
                 )
@@ -321,12 +359,7 @@ class Handlers:
         if self.keyring is None:
             return None
         key_id, signature = self.keyring.sign(state)
-        return convert.signed_state_bytes(state, key_id, signature)
-
-    def _seal_message(self, message: pb.State) -> pb.SignedState | None:
-        """The signed form of a returned state message, when signing."""
-        sealed = self._seal(message.SerializeToString())
-        return None if sealed is None else pb.SignedState.FromString(sealed)
+        return writing.signed_state_bytes(state, key_id, signature)
 
     def _moves(self, state: State) -> tuple[Move, ...]:
         """Legal moves of the seat to move, timing the plan generation of each card."""
@@ -341,11 +374,11 @@ class Handlers:
 
     def _result(self, state: State, events: tuple[engine.Event, ...]) -> bytes:
         """The response of NewMatch or Apply: state, events as everyone and each seat sees them."""
-        encoded = convert.state_bytes(state)
-        return convert.match_response_bytes(
+        encoded = writing.state_bytes(state)
+        return writing.match_response_bytes(
             encoded,
             events,
-            convert.moves_bytes(state.to_move, self._moves(state)),
+            writing.moves_bytes(state.to_move, self._moves(state)),
             commitment(state.seed),
             self._seal(encoded),
         )
@@ -356,8 +389,8 @@ def _labels(labels: Iterable[str]) -> tuple[str, str]:
     given = list(labels)
     if len(given) > 2:
         raise errors.refusal(
-            errors.TOO_MANY_LABELS,
+            ServiceReason.TOO_MANY_LABELS,
             f"A match has two players, so at most two labels, not {len(given)}.",
             labels=len(given),
         )
-    return convert.labels_from_proto(given)
+    return reading.labels_from_proto(given)

@@ -20,6 +20,7 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 from service import errors
+from service.handlers import Answer
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
 from service.servicer import SERVICE_NAME
@@ -67,13 +68,6 @@ def _request_id(metadata: Metadata) -> str | None:
     return None
 
 
-# Answers the handlers give encoded whose log line names the seq of the state they hold.
-_ANSWER_TYPES: dict[str, type[pb.NewMatchResponse] | type[pb.ReplayResponse]] = {
-    "NewMatch": pb.NewMatchResponse,
-    "Replay": pb.ReplayResponse,
-}
-
-
 _STATE_REQUESTS = (
     pb.ApplyRequest,
     pb.LegalMovesRequest,
@@ -82,8 +76,12 @@ _STATE_REQUESTS = (
 )
 
 
-def _facts(method: str, request: object, response: object) -> dict[str, int]:
-    """The seq and seat a call of a RulesService `method` was about; never cards or the seed."""
+def _facts(request: object, response: object) -> dict[str, int]:
+    """The seq and seat a RulesService call was about; never cards or the seed.
+
+    Read from the request when it carries a state; NewMatch and Replay answer with the seq
+    of the state they return (the handler's Answer), so their answer is never decoded here.
+    """
     facts: dict[str, int] = {}
     if isinstance(request, _STATE_REQUESTS):
         if request.HasField("state"):
@@ -94,8 +92,8 @@ def _facts(method: str, request: object, response: object) -> dict[str, int]:
             "seat"
         ):
             facts["seat"] = request.seat
-    elif isinstance(response, bytes) and method in _ANSWER_TYPES:
-        facts["seq"] = _ANSWER_TYPES[method].FromString(response).state.seq
+    elif isinstance(response, Answer):
+        facts["seq"] = response.seq
     return facts
 
 
@@ -171,7 +169,7 @@ class MethodObserver:
             self._tally.finished(self._tallied, status, duration, reason)  # type: ignore[union-attr]
         if self._log is None:
             return
-        facts = _facts(self._kind.grpc_method, *exchange) if self._ours else {}
+        facts = _facts(*exchange) if self._ours else {}
         self._log(
             "rpc",
             method=self._name,

@@ -22,8 +22,8 @@ from typing import Any, BinaryIO, TextIO
 import orjson
 import structlog
 
-LEVELS = ("debug", "info", "warning", "error")
-FORMATS = ("json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("json", "console")
 
 Logger = Any  # structlog's bound loggers are dynamically typed
 
@@ -68,10 +68,10 @@ def _json_output(stream: TextIO) -> Any:
 
 def make_logger(level: str = "info", fmt: str = "json", stream: TextIO | None = None) -> Logger:
     """Return a logger writing one line per event at `level` or above to `stream` (stdout)."""
-    if level not in LEVELS:
-        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, not {level!r}")
-    if fmt not in FORMATS:
-        raise ValueError(f"log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if level not in LOG_LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {fmt!r}")
     out = stream if stream is not None else sys.stdout
     processors: list[structlog.typing.Processor]
     if fmt == "json":

@@ -13,9 +13,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import _async as health_aio  # the module health.aio re-exports
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
-from engine.bot import Budget, Level
+from service import reflection
 from service.config import Config
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
@@ -71,13 +70,7 @@ def receive_limit(config: Config) -> int:
 
 def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
-    limits = Limits(
-        config.plan_work_limit,
-        config.max_replay_actions,
-        config.max_message_bytes,
-        Level(config.bot_level.upper()),
-        Budget(config.bot_max_deals, config.bot_max_nodes),
-    )
+    limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
     if metrics is None:
         return Handlers(limits, keyring=keyring)
@@ -106,13 +99,6 @@ def _bind(server: Any, address: str, config: Config) -> int:
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     return port
-
-
-def _service_names(config: Config) -> tuple[str, ...]:
-    names = [SERVICE_NAME, HEALTH_SERVICE_NAME]
-    if config.reflection:
-        names.append(reflection.SERVICE_NAME)
-    return tuple(names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +144,7 @@ def build_sync(
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
-        reflection.enable_server_reflection(_service_names(config), server)
+        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return SyncServer(server, health_servicer, bound)
 
@@ -201,6 +187,6 @@ async def build_async(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
-        reflection.enable_server_reflection(_service_names(config), server)
+        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return AsyncServer(server, health_servicer, bound)

@@ -4,7 +4,8 @@
 Both servicers call the same handlers; they differ only in how a refusal ends the call.
 Registration reads request bodies with a reader that never raises, because grpc would answer
 an unreadable body with INTERNAL; the servicer refuses it with INVALID_ARGUMENT instead. The
-handlers answer with the encoded response, so the response serializer is the identity.
+handlers answer with the encoded response, so the response serializer is the identity, or
+takes the bytes out of the Answer of NewMatch and Replay (whose seq the call's log line names).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 from service import errors
-from service.errors import Refusal
-from service.handlers import Handlers
+from service.errors import Refusal, ServiceReason
+from service.handlers import Answer, Handlers, encoded
 
 SERVICE_NAME = "basra.v1.RulesService"
 
@@ -33,6 +34,12 @@ METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "PlayerView": (pb.PlayerViewRequest, pb.PlayerViewResponse),
     "Replay": (pb.ReplayRequest, pb.ReplayResponse),
     "SuggestMove": (pb.SuggestMoveRequest, pb.SuggestMoveResponse),
+}
+
+# The response serializer of each RPC whose handler answers with an Answer (others: identity).
+RESPONSE_SERIALIZERS: dict[str, Callable[[bytes | Answer], bytes]] = {
+    "NewMatch": encoded,
+    "Replay": encoded,
 }
 
 Req = TypeVar("Req")
@@ -70,14 +77,14 @@ def respond(handler: Callable[[Req], Resp], request: Req | Unreadable) -> Resp:
     """Run a handler; every failure leaves as a Refusal, whatever raised it."""
     if isinstance(request, Unreadable) and request.limit is not None:
         raise errors.refusal(
-            errors.REQUEST_TOO_LARGE,
+            ServiceReason.REQUEST_TOO_LARGE,
             f"The request has {request.size} bytes; this server takes at most {request.limit}.",
             size=request.size,
             max_bytes=request.limit,
         )
     if isinstance(request, Unreadable):
         raise errors.refusal(
-            errors.MALFORMED_REQUEST,
+            ServiceReason.MALFORMED_REQUEST,
             f"The request body is not a valid {request.message_type} message.",
             message_type=request.message_type,
             size=request.size,
@@ -96,7 +103,7 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
     def __init__(self, handlers: Handlers) -> None:
         self._handlers = handlers
 
-    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> bytes:
+    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> Answer:
         """Start a match."""
         return _answer(self._handlers.new_match, request, context)
 
@@ -112,7 +119,7 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
         """Return one seat's view."""
         return _answer(self._handlers.player_view, request, context)
 
-    def Replay(self, request: Any, context: grpc.ServicerContext) -> bytes:
+    def Replay(self, request: Any, context: grpc.ServicerContext) -> Answer:
         """Replay a match."""
         return _answer(self._handlers.replay, request, context)
 
@@ -122,8 +129,8 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
 
 
 def _answer(
-    handler: Callable[[Req], bytes], request: Req | Unreadable, context: grpc.ServicerContext
-) -> bytes:
+    handler: Callable[[Req], Resp], request: Req | Unreadable, context: grpc.ServicerContext
+) -> Resp:
     try:
         return respond(handler, request)
     except Refusal as refusal:
@@ -136,7 +143,7 @@ def _answer(
             context.set_code(status.code)
             context.set_details(status.details)
             context.set_trailing_metadata(status.trailing_metadata)
-            return b""
+            return None  # type: ignore[return-value]
         raise  # abort_with_status always raises; this line only tells type checkers so
 
 
@@ -195,7 +202,7 @@ def add_to_server(
         name: grpc.unary_unary_rpc_method_handler(
             getattr(servicer, name),
             request_deserializer=_reader(request_type, max_request_bytes),
-            response_serializer=None,  # the handlers answer with bytes
+            response_serializer=RESPONSE_SERIALIZERS.get(name),
         )
         for name, (request_type, _) in METHODS.items()
     }

@@ -2,7 +2,7 @@
 
 Answers are the service's hot path. Building them as protobuf messages field by field costs
 more than the rules themselves (with the upb backend every child message handed to a parent
-is copied by a full encode and decode), so service.convert writes their bytes with these
+is copied by a full encode and decode), so service.writing writes their bytes with these
 helpers instead. Every helper writes a field exactly as protobuf's own encoder does: fields
 in field-number order, proto3 scalars left out when they hold their default, optional ones
 written whenever set, repeated scalars of numbers packed. The golden wire corpus

@@ -40,9 +40,10 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 import engine
+from clients import messages
 from clients.refusals import reason_of
 from engine import Action, Event, State, Status
-from service import convert, errors
+from service import errors
 from testkit import harness
 from testkit.actions import action_to_proto, random_action
 
@@ -58,7 +59,7 @@ class Mismatch(Exception):  # noqa: N818 (a finding of the soak, reported as an 
 
 
 @dataclass
-class Tally:
+class SoakCounts:
     """Counts shared by the tables (guarded by `lock`)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -131,12 +132,12 @@ class TimeUp(Exception):  # noqa: N818 (control flow, not an error)
 
 @dataclass
 class Table:
-    """One table: a channel, a random source, and the shared pacer and tally."""
+    """One table: a channel, a random source, and the shared pacer and counts."""
 
     stub: Any
     rnd: random.Random
     pacer: Pacer
-    tally: Tally
+    counts: SoakCounts
     before_wrong: Callable[[], None] | None = None
     """Called right before each deliberately wrong request (fault injection)."""
 
@@ -144,7 +145,7 @@ class Table:
         """Make one paced call; return the response or raise grpc.RpcError."""
         if not self.pacer.wait():
             raise TimeUp
-        self.tally.call(method)
+        self.counts.call(method)
         return getattr(self.stub, method)(request, timeout=CALL_TIMEOUT)
 
     def refused(self, method: str, request: Message, code: grpc.StatusCode, reason: str) -> None:
@@ -157,12 +158,12 @@ class Table:
             self.call(method, request)
         except grpc.RpcError as error:
             if error.code() is grpc.StatusCode.UNAVAILABLE:
-                self.tally.cut_off_check()
+                self.counts.cut_off_check()
                 raise
             got = (error.code(), reason_of(error))
             if got != (code, reason):
                 raise Mismatch(f"{method} refused with {got}, expected {(code, reason)}") from None
-            self.tally.refused(reason)
+            self.counts.refused(reason)
             return
         raise Mismatch(f"{method} succeeded but must be refused with {reason}")
 
@@ -200,11 +201,11 @@ class Table:
                 seed=seed, actions=[action_to_proto(a) for a in actions], labels=labels
             ),
         )
-        _same("Replay state", replay.state, convert.state_to_proto(state))
-        _same("Replay events", list(replay.events), convert.events_to_proto(history))
+        _same("Replay state", replay.state, messages.state_to_proto(state))
+        _same("Replay events", list(replay.events), messages.events_to_proto(history))
         if replay.HasField("refused_index"):
             raise Mismatch(f"Replay refused action {replay.refused_index} of an honest match")
-        self.tally.finished()
+        self.counts.finished()
 
     def _look(self, wire: dict[str, Any], state: State) -> None:
         """LegalMoves and a PlayerView of a random seat, both checked."""
@@ -212,11 +213,11 @@ class Table:
         _same(
             "LegalMoves",
             moves.legal_moves,
-            convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
+            messages.moves_to_proto(state.to_move, engine.legal_moves(state)),
         )
         seat = self.rnd.randrange(2)
         view = self.call("PlayerView", pb.PlayerViewRequest(**wire, seat=seat))
-        _same("PlayerView", view.view, convert.view_to_proto(engine.seat_view(state, seat)))
+        _same("PlayerView", view.view, messages.view_to_proto(engine.seat_view(state, seat)))
 
     def _wrong(self, wire: dict[str, Any], state: State) -> None:
         """One request whose refusal is known: wrong seat, or a stale expected_seq."""
@@ -231,7 +232,9 @@ class Table:
         else:
             action = pb.Action(seat=state.to_move, card=card)
             request = pb.ApplyRequest(**wire, action=action, expected_seq=state.seq + 1)
-            self.refused("Apply", request, grpc.StatusCode.ABORTED, errors.SEQ_MISMATCH)
+            self.refused(
+                "Apply", request, grpc.StatusCode.ABORTED, errors.ServiceReason.SEQ_MISMATCH
+            )
 
 
 def _carried(result: pb.NewMatchResponse | pb.ApplyResponse) -> dict[str, Any]:
@@ -255,18 +258,18 @@ def _same_result(
     events: Sequence[Event],
 ) -> None:
     """A NewMatch or Apply result equals the referee's state, events, views and moves."""
-    _same(f"{method} state", result.state, convert.state_to_proto(state))
-    _same(f"{method} events", list(result.events), convert.events_to_proto(events))
+    _same(f"{method} state", result.state, messages.state_to_proto(state))
+    _same(f"{method} events", list(result.events), messages.events_to_proto(events))
     for seat in (0, 1):
         _same(
             f"{method} seat_events[{seat}]",
             list(result.seat_events[seat].events),
-            convert.events_to_proto(engine.seat_events(tuple(events), seat)),
+            messages.events_to_proto(engine.seat_events(tuple(events), seat)),
         )
     _same(
         f"{method} legal_moves",
         result.legal_moves,
-        convert.moves_to_proto(state.to_move, engine.legal_moves(state)),
+        messages.moves_to_proto(state.to_move, engine.legal_moves(state)),
     )
     _same(f"{method} seed_commitment", result.seed_commitment, hashlib.sha256(state.seed).digest())
 
@@ -366,7 +369,7 @@ def run(
     apart, as explained by the kills, not as errors. With `sample_every`, the workers'
     memory is sampled that often (to see whether it levels off).
     """
-    tally = Tally()
+    counts = SoakCounts()
     start_pids = workers()
     rss_start = _rss(start_pids)
     started = time.monotonic()
@@ -394,18 +397,18 @@ def run(
             rules_pb2_grpc.RulesServiceStub(channel),  # type: ignore[no-untyped-call]
             random.Random(seed * 1000 + index),
             pacer,
-            tally,
+            counts,
             before_wrong=kill_one if kill_before_wrong else None,
         )
         while True:
             try:
                 table.play_match()
-                if until_matches is not None and tally.matches >= until_matches:
+                if until_matches is not None and counts.matches >= until_matches:
                     pacer.stop()
             except TimeUp:
                 return
             except (Mismatch, grpc.RpcError) as failure:
-                count_failure(failure, tally, faults, kills=killing)
+                count_failure(failure, counts, faults, kills=killing)
 
     threads = [
         threading.Thread(target=table_loop, args=(i, c), name=f"table-{i}")
@@ -437,27 +440,27 @@ def run(
     for channel in channels:
         channel.close()
     end_pids = workers()
-    total = sum(tally.calls.values())
+    total = sum(counts.calls.values())
     return Report(
         target=target,
         duration_seconds=elapsed,
         rate_asked=rate,
         tables=tables,
-        calls=dict(tally.calls),
+        calls=dict(counts.calls),
         total_calls=total,
         calls_per_second=total / elapsed if elapsed else 0.0,
-        matches=tally.matches,
-        expected_refusals=dict(tally.refusals),
-        errors=dict(tally.errors),
-        total_errors=sum(tally.errors.values()),
-        error_samples=list(tally.samples),
+        matches=counts.matches,
+        expected_refusals=dict(counts.refusals),
+        errors=dict(counts.errors),
+        total_errors=sum(counts.errors.values()),
+        error_samples=list(counts.samples),
         rss_kib_start=rss_start,
         rss_kib_end=_rss(sorted(set(start_pids) | set(end_pids))),
         workers_start=start_pids,
         workers_end=end_pids,
         workers_killed=faults.kills,
         unavailable_during_kills=faults.unavailable,
-        refusal_checks_cut_off=tally.cut_off_checks,
+        refusal_checks_cut_off=counts.cut_off_checks,
         longest_restore_seconds=faults.longest_restore,
         rss_samples=samples,
     )
@@ -478,18 +481,18 @@ GONE_WAIT_SECONDS = 5.0
 
 
 def count_failure(
-    failure: Mismatch | grpc.RpcError, tally: Tally, faults: Faults, *, kills: bool
+    failure: Mismatch | grpc.RpcError, counts: SoakCounts, faults: Faults, *, kills: bool
 ) -> None:
     """Count a match cut short: UNAVAILABLE apart while the soak kills workers, else an error."""
     if isinstance(failure, Mismatch):
-        tally.error("MISMATCH", str(failure))
+        counts.error("MISMATCH", str(failure))
         return
     code = failure.code()
     if kills and code is grpc.StatusCode.UNAVAILABLE:
-        with tally.lock:
+        with counts.lock:
             faults.unavailable += 1
     else:
-        tally.error(code.name, str(failure.details()))
+        counts.error(code.name, str(failure.details()))
 
 
 def _kill(workers: Callable[[], list[int]], rnd: random.Random) -> int | None:

@@ -59,7 +59,12 @@ def _breaking(buf: Path, workspace: Path) -> subprocess.CompletedProcess[str]:
 # Each change (its edits, then buf's complaint) breaks a client of the released contract.
 BREAKING_CHANGES: dict[str, tuple[list[tuple[str, str]], str]] = {
     "renumbered_field": (
-        [("  uint32 seq = 1;\n", "  uint32 seq = 21;\n")],
+        [
+            (
+                "(0 for a new match).\n  uint32 seq = 1;\n",
+                "(0 for a new match).\n  uint32 seq = 21;\n",
+            )
+        ],
         r'field "1" with name "seq" on message "State" was deleted',
     ),
     "removed_field": (
@@ -141,7 +146,7 @@ def test_an_apply_response_reads_as_a_new_match_response_byte_for_byte() -> None
     """A gateway may handle both answers alike: each one's bytes read fully as the other."""
     handlers = Handlers()
     first = pb.NewMatchResponse.FromString(
-        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"]))
+        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"])).data
     )
     move = first.legal_moves.moves[0]
     action = pb.Action(seat=first.legal_moves.seat, card=move.card)

@@ -13,7 +13,8 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_support import (
+
+from tests.deploy.deploy_support import (
     ALL_ON,
     CHART_DIR,
     CHART_OVERRIDES,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_support import (
+
+from tests.deploy.deploy_support import (
     K8S_DIR,
     KUBE_VERSIONS,
     check_references,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import fields
 from typing import Any
 
 import pytest
-from deploy_support import (
+
+from service.config import SETTINGS, Config, Setting, env_name, resolve
+from tests.deploy.deploy_support import (
     ALL_ON,
     CHART_DIR,
     CHART_OVERRIDES,
@@ -18,14 +21,80 @@ from deploy_support import (
     render,
 )
 
-from service.config import Config, env_name, resolve
-
 
 def server_schema() -> dict[str, Any]:
-    """The schema of the chart's server.* values."""
+    """The schema of the chart's server.* values, each with its $ref resolved."""
     schema = json.loads((CHART_DIR / "values.schema.json").read_text())
     server: dict[str, Any] = schema["properties"]["server"]["properties"]
+    for key, rule in server.items():
+        if "$ref" in rule:
+            name = rule["$ref"].removeprefix("#/definitions/")
+            server[key] = {**schema["definitions"][name], **rule}
     return server
+
+
+# Settings the chart sets from other values than server.*, or not at all.
+ELSEWHERE = {
+    "signing_keys": "signing.keys (as the keys file)",
+    "signing_keys_file": "signing.enabled",
+    "tls_cert": "tls.enabled",
+    "tls_key": "tls.enabled",
+    "tls_client_ca": "tls.clientCA.enabled",
+    "tracing": "tracing.enabled",
+    "io": "not set: beyond the configuration contract",
+}
+
+
+def _setting_of(key: str) -> Setting:
+    """The server setting a server.* value sets (metricsPort: metrics_port)."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+    return next(s for s in SETTINGS if s.name == name)
+
+
+def narrows(chart: dict[str, Any], server: dict[str, Any]) -> list[str]:
+    """How a chart value's schema lets through what the server's own would refuse."""
+    problems = []
+    if "enum" in server and chart.get("enum") != server["enum"]:
+        problems.append(f"choices {chart.get('enum')} are not {server['enum']}")
+    kinds = {"integer": {"integer"}, "number": {"integer", "number"}}
+    wanted = server.get("type")
+    if wanted is not None and chart.get("type") not in kinds.get(wanted, {wanted}):
+        problems.append(f"type {chart.get('type')} is not {wanted}")
+    if "minimum" in server and chart.get("minimum", float("-inf")) < server["minimum"]:
+        problems.append(f"minimum {chart.get('minimum')} is below {server['minimum']}")
+    if "maximum" in server and chart.get("maximum", float("inf")) > server["maximum"]:
+        problems.append(f"maximum {chart.get('maximum')} is above {server['maximum']}")
+    if server.get("minLength", 0) > chart.get("minLength", 0) and "pattern" not in chart:
+        problems.append("an empty string is let through")
+    return problems
+
+
+def test_every_chart_setting_is_a_server_setting_no_looser_than_the_server() -> None:
+    """Each server.* value names its BASRA_* variable and the setting's help, and its schema
+    admits no value the server's declaration refuses (it may admit fewer)."""
+    schema = server_schema()
+    for key, rule in schema.items():
+        setting = _setting_of(key)
+        assert rule.get("description") == f"{setting.env}: {setting.described}.", key
+        assert narrows(rule, setting.parse.schema()) == [], key
+    covered = {_setting_of(key).name for key in schema}
+    assert covered | ELSEWHERE.keys() == {s.name for s in SETTINGS}
+    assert not covered & ELSEWHERE.keys()
+
+
+@pytest.mark.parametrize(
+    ("chart", "server"),
+    [
+        ({"type": "integer", "minimum": 0}, {"type": "integer", "minimum": 1}),
+        ({"type": "integer", "minimum": 1}, {"type": "integer", "minimum": 1, "maximum": 9}),
+        ({"enum": ["a"]}, {"enum": ["a", "b"]}),
+        ({"type": "number"}, {"type": "integer", "minimum": 0}),
+        ({"type": "string"}, {"type": "string", "minLength": 1}),
+    ],
+)
+def test_a_looser_chart_schema_is_found(chart: dict[str, Any], server: dict[str, Any]) -> None:
+    """The check above can fail: a lower minimum, no maximum, other choices, another type."""
+    assert narrows(chart, server)
 
 
 def test_contract_defaults_are_the_server_defaults() -> None:

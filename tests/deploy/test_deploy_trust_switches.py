@@ -5,11 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deploy_support import ALL_ON, TEST_SIGNING_KEYS, container, env_map, manifests, render
-
 from service.config import resolve
 from service.signing import load_keys
 from service.tls import tls_files
+from tests.deploy.deploy_support import (
+    ALL_ON,
+    TEST_SIGNING_KEYS,
+    container,
+    env_map,
+    manifests,
+    render,
+)
 
 
 def _objects() -> list[dict[str, Any]]:

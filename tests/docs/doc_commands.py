@@ -6,6 +6,12 @@ or an inline code span that starts with a program (a `.venv/bin/...` or `.ci/...
 one of PROGRAMS, after any `NAME=value` settings) and gives it arguments: a path program with
 at least one, another with at least two or with a flag (so `basra-rules serve` names a
 subcommand while `basra-rules serve --help` is a command).
+
+A block marked `sh historical` (the word HISTORICAL after the shell's name) holds commands as
+they were run for a figure measured against an older version of the code, kept beside that
+figure with its commit and date. They are history, not instructions: they may need that
+version (its files, its options, a checkout of its commit), so nobody is expected to run
+them, and the documented-commands test does not.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 SHELL_TAGS = frozenset({"sh", "bash", "shell", "console"})
 # Tags of the other fenced blocks the pages hold; a block without a tag is refused, so that a
 # command block cannot hide from the extraction under no tag or a new one.
-OTHER_TAGS = frozenset({"json", "yaml", "text", "vector"})
+OTHER_TAGS = frozenset({"json", "yaml", "text", "vector", "js"})
+# The word after a shell block's tag that marks its commands as historical (module docstring).
+HISTORICAL = "historical"
 PROGRAMS = frozenset(
     {
         "basra-rules",
@@ -56,16 +64,36 @@ class Command:
     line: int
     text: str
     prints: tuple[str, ...] = ()
+    historical: bool = False
+    """Whether it was run for a figure of an older version (a `sh historical` block)."""
 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block: where it starts, its tag and its body."""
+    """One fenced block: where it starts, its info string and its body."""
 
     page: str
     line: int
-    tag: str
+    info: str
     body: str
+
+    @property
+    def tag(self) -> str:
+        """What the block holds: the first word of its info string (sh, json, ...)."""
+        return self.info.split()[0] if self.info else ""
+
+    @property
+    def historical(self) -> bool:
+        """Whether its commands are historical (module docstring)."""
+        return self.info.split()[1:] == [HISTORICAL]
+
+    @property
+    def well_marked(self) -> bool:
+        """Whether the info string is a known tag, or a shell tag marked historical."""
+        words = self.info.split()
+        if len(words) == 1:
+            return words[0] in SHELL_TAGS | OTHER_TAGS
+        return self.historical and self.tag in SHELL_TAGS
 
 
 def pages() -> list[Path]:
@@ -121,14 +149,19 @@ def _block_commands(block: Block) -> list[Command]:
                 ):
                     last = found[-1]
                     found[-1] = Command(
-                        last.page, last.line, last.text, (*last.prints, stripped[2:])
+                        last.page,
+                        last.line,
+                        last.text,
+                        (*last.prints, stripped[2:]),
+                        last.historical,
                     )
                 continue
             pending = stripped
         if pending.endswith("\\"):
             pending = pending[:-1].rstrip()
             continue
-        found.append(Command(block.page, start, " ".join(without_comment(pending).split())))
+        text = " ".join(without_comment(pending).split())
+        found.append(Command(block.page, start, text, historical=block.historical))
         pending = ""
     return found
 

@@ -2,7 +2,9 @@
 
 The commands are read from the pages (tests/docs/doc_commands.py says what counts as one). Each
 must be in RUN or NOT_RUN: a command in neither fails the test, so a new documented command is
-neither skipped nor run unnoticed; an entry no page holds any more fails it too. The commands of
+neither skipped nor run unnoticed; an entry no page holds any more fails it too. Historical
+commands (a `sh historical` block: run for a figure of an older version, kept with it) are
+neither listed nor run; their section must name the commit and the date. The commands of
 RUN are run with bash from the repository root, in this environment (the quick start's
 `.venv`), with these adaptations only:
 
@@ -21,6 +23,7 @@ Lines of `# ` right after a command in a page are what it prints; the output mus
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -28,9 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_commands import (
+
+from testkit import harness
+from testkit.ports import LOOPBACK, reserved_port
+from tests.docs.doc_commands import (
     ENVIRONMENT_PROGRAMS,
-    OTHER_TAGS,
+    HISTORICAL,
     REPO,
     SETTING,
     SHELL_TAGS,
@@ -39,9 +45,6 @@ from doc_commands import (
     pages,
     programs,
 )
-
-from testkit import harness
-from testkit.ports import LOOPBACK, reserved_port
 
 COMMAND_SECONDS = 240.0
 
@@ -75,26 +78,26 @@ class NotRun:
 SHORT_LOAD = ("-n", "300")
 SHORT_DEFAULTS = ("--runs", "1", "--rounds", "1", "--calls", "200")
 SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
-GHZ = NotRun("ghz is not installed here (no Go toolchain); `basra-rules load` reads its configs")
-DOCKER = NotRun(
-    "needs a Docker engine, which the test command does not provide; tests/deploy/ parses the "
-    "Dockerfile instead"
+GHZ = NotRun(
+    "ghz is not installed here (no Go toolchain); tests/load/ resolves each config through "
+    "reflection as ghz does, and `basra-rules load` runs them"
+)
+IMAGE_TEST = (
+    "run by tests/deploy/test_deploy_image.py, which reads it from docs/deploy.md and runs it "
+    "against a Docker engine of its own (no bridge: the host's network, free ports)"
+)
+DOCKER = NotRun(IMAGE_TEST)
+LOCK = NotRun(
+    "rewrites a committed lock file; tests/deploy/test_deploy_lock.py checks that the lock "
+    "satisfies pyproject.toml and records exactly this command"
 )
 FUZZ = NotRun(
     "tests/fuzz at thousands of examples per property takes many minutes; the test command "
     "runs the same tests at 60"
 )
 
-# The checkouts the card-printing benchmark compares, made by the commands before it.
-CARD_TREES = (
-    "mkdir -p /tmp/card-0 /tmp/card-b",
-    "git archive 570f9f5 | tar -x -C /tmp/card-0",
-    "git archive 570f9f5 | tar -x -C /tmp/card-b",
-    "patch -d /tmp/card-b -p1 < benchmarks/card_int_subclass.patch",
-)
-
 COMMANDS: dict[str, Run | Serve | NotRun] = {
-    # README.md
+    # README.md and docs/getting-started.md (the quick start, trying it, a client in C++)
     "bash .ci/serve": NotRun(
         "the quick start's server on the fixed ports 50051 and 9464, which its set-up "
         "re-installs .venv for; checked from a fresh clone before a release"
@@ -123,10 +126,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     ".venv/bin/basra-rules serve --help": Run(),
     "ghz --config deploy/ghz/apply.json": GHZ,
-    "taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --hands 10000": Run(
+    "taskset -c 1 .venv/bin/python -m benchmarks.engine_bench --hands 10000": Run(
         extra=("--hands", "20", "--brute-samples", "200")
     ),
-    ".venv/bin/python benchmarks/work_bound.py": Run(),
+    ".venv/bin/python -m benchmarks.work_bound": Run(),
     (
         "BASRA_FUZZ_EXAMPLES=20000 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
         "-p no:cacheprovider tests/fuzz"
@@ -137,13 +140,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m testkit.soak --duration 120 --rate 100 --tables 4 --kill-every 6": Run(
         extra=("--duration", "3", "--kill-every", "1")
     ),
-    "taskset -c 1 .venv/bin/python benchmarks/engine_bench.py --wide": Run(
+    "taskset -c 1 .venv/bin/python -m benchmarks.engine_bench --wide": Run(
         extra=("--matches", "5", "--cases", "200")
     ),
-    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py": Run(extra=("--repeats", "1")),
-    ".venv/bin/python benchmarks/load_bench.py --defaults --runs 3": Run(extra=SHORT_DEFAULTS),
-    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing": Run(extra=("--repeats", "1")),
-    ".venv/bin/python benchmarks/load_bench.py --defaults --tracing --runs 3": Run(
+    "taskset -c 1 .venv/bin/python -m benchmarks.hot_path": Run(extra=("--repeats", "1")),
+    ".venv/bin/python -m benchmarks.load_bench --defaults --runs 3": Run(extra=SHORT_DEFAULTS),
+    "taskset -c 1 .venv/bin/python -m benchmarks.hot_path --tracing": Run(extra=("--repeats", "1")),
+    ".venv/bin/python -m benchmarks.load_bench --defaults --tracing --runs 3": Run(
         extra=SHORT_DEFAULTS
     ),
     (
@@ -156,14 +159,14 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ): Run(extra=("--duration", "2", "--sample-every", "1")),
     # BENCHMARKS.md
     (
-        "for i in 1 2 3; do .venv/bin/python benchmarks/load_bench.py --io sync asyncio "
+        "for i in 1 2 3; do .venv/bin/python -m benchmarks.load_bench --io sync asyncio "
         "--workers 1 2 --calls 6000 --json-out /tmp/run$i.json; done"
     ): NotRun(
         "three full load benchmarks (about 20 minutes of both cores); docs/load-testing.md's "
         "load_bench commands run here, shortened"
     ),
     (
-        ".venv/bin/python benchmarks/load_bench.py --merge /tmp/run1.json /tmp/run2.json "
+        ".venv/bin/python -m benchmarks.load_bench --merge /tmp/run1.json /tmp/run2.json "
         "/tmp/run3.json"
     ): NotRun("reads the files of the loop above; the merge of two runs is run below"),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning": Serve(),
@@ -171,53 +174,55 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         server="--host", extra=SHORT_LOAD
     ),
     ".venv/bin/basra-rules load deploy/ghz/new_match.json": Run(server="--host", extra=SHORT_LOAD),
-    ".venv/bin/python benchmarks/load_bench.py --defaults --runs 5 --rounds 4 --calls 4000": Run(
+    ".venv/bin/python -m benchmarks.load_bench --defaults --runs 5 --rounds 4 --calls 4000": Run(
         extra=SHORT_DEFAULTS
     ),
-    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --repeats 15": Run(
+    "taskset -c 1 .venv/bin/python -m benchmarks.hot_path --repeats 15": Run(
         extra=("--repeats", "1")
     ),
-    **{step: Run() for step in CARD_TREES},
-    (
-        "taskset -c 1 .venv/bin/python benchmarks/card_print_bench.py --trees /tmp/card-0 "
-        "/tmp/card-b . --hands 1000 --rounds 15"
-    ): Run(extra=("--hands", "20", "--rounds", "1"), after=CARD_TREES),
-    ".venv/bin/python benchmarks/serve_configs.py --json-out /tmp/serve-configs.json": Run(
+    "git worktree add /tmp/before main": NotRun(
+        "adds a worktree to the reader's clone; the --baseline command is run here against this "
+        "checkout itself"
+    ),
+    ("taskset -c 1 .venv/bin/python -m benchmarks.hot_path --baseline /tmp/before --rounds 5"): Run(
+        extra=("--baseline", ".", "--rounds", "1", "--repeats", "1")
+    ),
+    ".venv/bin/python -m benchmarks.serve_configs --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
     ),
-    "taskset -c 1 .venv/bin/python benchmarks/hot_path.py --tracing --repeats 15": Run(
-        extra=("--repeats", "1")
-    ),
-    "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --procs 2 --json-out /tmp/ladder.json": (
+    "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out /tmp/ladder.json": (
         Run(extra=("--seeds", "2"))
     ),
     (
-        "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --start "
+        "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 1000 --start "
         "1000 --procs 2 --json-out /tmp/ladder2.json"
     ): Run(extra=("--seeds", "2")),
-    ".venv/bin/python benchmarks/bot_ladder.py --merge /tmp/ladder.json /tmp/ladder2.json": Run(
+    ".venv/bin/python -m benchmarks.bot_ladder --merge /tmp/ladder.json /tmp/ladder2.json": Run(
         after=(
-            "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --procs 2 --json-out "
+            "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out "
             "/tmp/ladder.json",
-            "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 "
+            "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 1000 "
             "--start 1000 --procs 2 --json-out /tmp/ladder2.json",
         )
     ),
-    "taskset -c 1 .venv/bin/python benchmarks/bot_time.py": Run(
+    "taskset -c 1 .venv/bin/python -m benchmarks.bot_time": Run(
         extra=("--matches", "1", "--warm", "1")
     ),
     (
-        "nice -n 10 .venv/bin/python benchmarks/bot_ladder.py --pair STRONG GREEDY 1000 --nodes "
+        "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 1000 --nodes "
         "3200 --procs 2 --json-out /tmp/ladder3200.json"
     ): Run(extra=("--seeds", "2")),
-    "taskset -c 1 .venv/bin/python benchmarks/bot_time.py --nodes 3200": Run(
+    "taskset -c 1 .venv/bin/python -m benchmarks.bot_time --nodes 3200": Run(
         extra=("--matches", "1", "--warm", "1")
     ),
-    ".venv/bin/python benchmarks/rpc_cpu.py --json-out /tmp/rpc.json": Run(
+    ".venv/bin/python -m benchmarks.rpc_cpu --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
-    "nice -n 10 .venv/bin/python benchmarks/bot_round_ends.py --matches 150 --procs 2": Run(
+    "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
+    ),
+    ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
+        "the image test itself, which the test command runs (-s only shows its figures)"
     ),
     # RELIABILITY.md
     (
@@ -236,7 +241,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "BASRA_FUZZ_EXAMPLES=20000 .venv/bin/python -m pytest -p no:cacheprovider tests/fuzz "
         "-k new_match"
     ): FUZZ,
-    ".venv/bin/python benchmarks/memo_memory.py --matches 8000": Run(extra=("--matches", "20")),
+    ".venv/bin/python -m benchmarks.memo_memory --matches 8000": Run(extra=("--matches", "20")),
     (
         ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
         "/tmp/fuzz-in-process.json"
@@ -252,14 +257,34 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     # docs/bot.md
     ".venv/bin/basra-rules play --bots strong greedy": Run(server="--target"),
     # docs/deploy.md
-    "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": DOCKER,
+    "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": NotRun(
+        f"{IMAGE_TEST}, with the base named as in the offline build below"
+    ),
+    "deploy/python-base.sh /tmp/python-base.tar": NotRun(
+        f"{IMAGE_TEST}; its tarball is cached in the checkout (.cache/)"
+    ),
+    "docker import /tmp/python-base.tar basra-python-base:trixie": DOCKER,
     (
-        "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 -p 9464:9464 basra-rules:0.1.0"
+        "docker build -f deploy/Dockerfile --build-arg PYTHON_IMAGE=basra-python-base:trixie "
+        "-t basra-rules:0.1.0 ."
     ): DOCKER,
     (
-        "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 basra-rules:0.1.0 --workers 4 "
-        "--log-format console"
-    ): DOCKER,
+        ".venv/bin/uv pip compile pyproject.toml --universal --python-version 3.11 "
+        "--generate-hashes -o deploy/requirements.lock"
+    ): LOCK,
+    (
+        ".venv/bin/uv pip compile deploy/build-requirements.in -c deploy/requirements.lock "
+        "--universal --python-version 3.11 --generate-hashes -o deploy/build-requirements.lock"
+    ): LOCK,
+    (
+        "docker run --rm --read-only --tmpfs /tmp --tmpfs /var/run/basra/metrics --cap-drop ALL "
+        "--security-opt no-new-privileges --user 10001:10001 --stop-timeout 30 -e BASRA_WORKERS=2 "
+        "-e BASRA_METRICS_DIR=/var/run/basra/metrics -p 50051:50051 -p 9464:9464 "
+        "basra-rules:0.1.0"
+    ): NotRun(
+        f"{IMAGE_TEST}: -d and --network host for -p, the metrics volume a directory of the "
+        "host (as an emptyDir is one of the node's)"
+    ),
     "kubectl apply -k overlays/prod": NotRun(
         "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"
     ),
@@ -275,13 +300,31 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4317 .venv/bin/basra-rules serve "
         "--tracing"
     ): Serve(),
+    # docs/integration.md
+    "bash examples/lobby/try.sh": NotRun(
+        "starts both servers until Ctrl-C; tests/lobby runs this script on free ports "
+        "(LOBBY_PORT=0) and drives its pages in headless Chromium"
+    ),
+    (
+        ".venv/bin/basra-rules play --target localhost:50051 --bots greedy random --record "
+        "/tmp/match.json"
+    ): Run(address="localhost:50051"),
+    (
+        '.venv/bin/python -c "import grpc, pathlib; from basra.v1 import rules_pb2 as pb, '
+        "rules_pb2_grpc as rpc; channel = grpc.insecure_channel('localhost:50051', "
+        "options=[('grpc.service_config', "
+        "pathlib.Path('deploy/grpc-service-config.json').read_text())]); "
+        "print(rpc.RulesServiceStub(channel).NewMatch(pb.NewMatchRequest(seed=b'x'))"
+        '.state.hand_number)"'
+    ): Run(address="localhost:50051"),
     # docs/load-testing.md
-    ".venv/bin/python benchmarks/ghz_data.py": NotRun(
+    ".venv/bin/python -m benchmarks.ghz_data": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
     ),
-    ".venv/bin/python benchmarks/ghz_data.py --check": Run(),
+    ".venv/bin/python -m benchmarks.ghz_data --check": Run(),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning &": Serve(),
     "ghz --config deploy/ghz/apply.json my-host:50051": GHZ,
+    "ghz --config deploy/ghz/apply.json --proto proto/basra/v1/rules.proto": GHZ,
     "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": GHZ,
     "ghz --config deploy/ghz/legal_moves.json --rps 1000 -z 30s": GHZ,
     "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster with the service"),
@@ -298,21 +341,21 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/basra-rules load deploy/ghz/new_match.json --json": Run(
         server="--host", extra=SHORT_LOAD
     ),
-    ".venv/bin/python benchmarks/load_bench.py --calls 8000 --json-out /tmp/run1.json": Run(
+    ".venv/bin/python -m benchmarks.load_bench --calls 8000 --json-out /tmp/run1.json": Run(
         extra=("--io", "sync", "--workers", "1", *SHORT_LOAD_BENCH)
     ),
     (
-        ".venv/bin/python benchmarks/load_bench.py --io sync --workers 1 2 --rounds 7 "
+        ".venv/bin/python -m benchmarks.load_bench --io sync --workers 1 2 --rounds 7 "
         "--json-out /tmp/run2.json"
     ): Run(extra=("--workers", "1", *SHORT_LOAD_BENCH)),
-    ".venv/bin/python benchmarks/load_bench.py --merge /tmp/run1.json /tmp/run2.json": Run(
+    ".venv/bin/python -m benchmarks.load_bench --merge /tmp/run1.json /tmp/run2.json": Run(
         after=(
-            ".venv/bin/python benchmarks/load_bench.py --calls 8000 --json-out /tmp/run1.json",
-            ".venv/bin/python benchmarks/load_bench.py --io sync --workers 1 2 --rounds 7 "
+            ".venv/bin/python -m benchmarks.load_bench --calls 8000 --json-out /tmp/run1.json",
+            ".venv/bin/python -m benchmarks.load_bench --io sync --workers 1 2 --rounds 7 "
             "--json-out /tmp/run2.json",
         )
     ),
-    ".venv/bin/python benchmarks/load_bench.py --io sync --workers 1 --sync-threads 2": Run(
+    ".venv/bin/python -m benchmarks.load_bench --io sync --workers 1 --sync-threads 2": Run(
         extra=SHORT_LOAD_BENCH
     ),
     # docs/service.md
@@ -328,13 +371,18 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
 }
 
 DOCUMENTED = commands()
+# The commands a reader may run today: all but the historical ones.
+CURRENT = [c for c in DOCUMENTED if not c.historical]
 # A command whose run another one needs first is run there, not on its own.
 PREREQUISITES = {
     before for plan in COMMANDS.values() if isinstance(plan, Run) for before in plan.after
 }
 TO_RUN = sorted(
-    {c.text for c in DOCUMENTED if isinstance(COMMANDS.get(c.text), Run | Serve)} - PREREQUISITES
+    {c.text for c in CURRENT if isinstance(COMMANDS.get(c.text), Run | Serve)} - PREREQUISITES
 )
+# What a historical command's section must name: the commit it measured and the date.
+COMMIT = re.compile(r"`[0-9a-f]{7,40}`")
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
 
 def test_the_readme_opens_with_the_two_line_quick_start_that_ci_runs() -> None:
@@ -351,21 +399,42 @@ def test_the_readme_opens_with_the_two_line_quick_start_that_ci_runs() -> None:
 def test_every_fenced_block_says_what_it_holds() -> None:
     """A block without a known tag could hold commands that nobody reads out of it."""
     unknown = [
-        f"{b.page}:{b.line} {b.tag!r}"
+        f"{b.page}:{b.line} {b.info!r}"
         for page in pages()
         for b in blocks(page)
-        if b.tag not in SHELL_TAGS | OTHER_TAGS
+        if not b.well_marked
     ]
     assert unknown == []
 
 
 def test_every_documented_command_is_run_or_listed_as_not_run() -> None:
     """A new command fails here until it is put in RUN or NOT_RUN; a stale entry fails too."""
-    documented = {c.text for c in DOCUMENTED}
-    unlisted = sorted(f"{c.page}:{c.line}: {c.text}" for c in DOCUMENTED if c.text not in COMMANDS)
+    documented = {c.text for c in CURRENT}
+    unlisted = sorted(f"{c.page}:{c.line}: {c.text}" for c in CURRENT if c.text not in COMMANDS)
     assert unlisted == []
     assert sorted(set(COMMANDS) - documented) == []
     assert all(before in documented for before in PREREQUISITES)
+
+
+def _section(page: str, line: int) -> str:
+    """The text of a page from the heading above `line` to the next heading of any level."""
+    lines = (REPO / page).read_text(encoding="utf-8").splitlines()
+    start = max((n for n in range(line) if lines[n].startswith("#")), default=0)
+    end = next((n for n in range(line, len(lines)) if lines[n].startswith("#")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_every_historical_command_stands_with_its_commit_and_date() -> None:
+    """A historical block shows how a figure of an older version was measured: its section
+    names that version's commit and the date, and the block is marked the one known way."""
+    historical = [b for page in pages() for b in blocks(page) if b.historical]
+    assert historical, f"no `sh {HISTORICAL}` block left: drop the marker or this test"
+    bare = [
+        f"{b.page}:{b.line}"
+        for b in historical
+        if not (COMMIT.search(_section(b.page, b.line)) and DATE.search(_section(b.page, b.line)))
+    ]
+    assert bare == []
 
 
 def test_no_command_needs_an_activated_environment() -> None:

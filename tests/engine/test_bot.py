@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from states import scene
 
 from engine import (
     Action,
@@ -31,6 +30,7 @@ from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, Why, suggest
 from engine.plans import plans_unmemoised
 from engine.view import information_set
 from testkit.actions import play_match
+from tests.engine.states import scene
 
 REPO = Path(__file__).resolve().parents[2]
 LEVELS = tuple(Level)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-import brute
 import pytest
 
 from engine import code, codes, plans_for
+from testkit import brute
 
 FLOORS_PER_SHARD = 30
 SHARDS = 8

@@ -5,12 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import brute
 import pytest
-from states import assert_unchanged, build, kept, last_play, refusal, rest, scene, seed_for_dealer
 
 import engine.match
 from engine import Action, Reason, State, check_state, codes, new_match, parse_card
+from testkit import brute
+from tests.engine.states import (
+    assert_unchanged,
+    build,
+    kept,
+    last_play,
+    refusal,
+    rest,
+    scene,
+    seed_for_dealer,
+)
 
 
 @pytest.mark.parametrize("dealer", [0, 1])

@@ -10,8 +10,6 @@ import pkgutil
 import re
 from typing import Any
 
-from states import scene
-
 import engine
 from engine import (
     Action,
@@ -25,6 +23,7 @@ from engine import (
     parse_cards,
     seat_view,
 )
+from tests.engine.states import scene
 
 SEVEN_D = parse_card("7D")
 

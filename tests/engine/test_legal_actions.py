@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import random
 
-import brute
 import pytest
-from states import scene
 
 from engine import (
     MAX_PLANS,
@@ -22,7 +20,9 @@ from engine import (
     parse_card,
 )
 from engine.facts import DECK_SIZE
+from testkit import brute
 from testkit.actions import play_match, spellings
+from tests.engine.states import scene
 
 
 def _states(count: int) -> list[State]:
@@ -75,7 +75,7 @@ def test_every_accepted_plan_or_trail_of_any_card_is_listed() -> None:
 
 
 def test_the_captures_listed_are_those_the_brute_force_finds() -> None:
-    """Per card of the hand: its captured sets, or one trail when it has none (RULES.md 3)."""
+    """Per card of the hand: its captured sets, or one trail when it has none (docs/rules.md 3)."""
     for state in STATES[::3]:
         assert state.to_move is not None
         floor = codes(state.floor)

@@ -1,11 +1,11 @@
-"""RULES.md section 1: cards, text codes, canonical order, numeric values, the floor 7D."""
+"""docs/rules.md section 1: cards, text codes, canonical order, numeric values, the floor 7D."""
 
 from __future__ import annotations
 
 import pytest
-from states import act, scene
 
 from engine import Reason, RuleError, code, codes, parse_card, parse_cards, plans_for
+from tests.engine.states import act, scene
 
 RANKS = ["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"]
 SUITS = ["C", "D", "H", "S"]

@@ -1,4 +1,4 @@
-"""RULES.md section 2: seats, dealer, the deal, the floor fix, rounds and plays."""
+"""docs/rules.md section 2: seats, dealer, the deal, the floor fix, rounds and plays."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import itertools
 import random
 
 import pytest
-from states import refusal
 
 from engine import (
     Action,
@@ -22,6 +21,7 @@ from engine import (
 )
 from engine.rng import deck_label, first_dealer, shuffled
 from testkit.actions import play_match
+from tests.engine.states import refusal
 
 SEEDS = [bytes([i]) for i in range(64)]
 

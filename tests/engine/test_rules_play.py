@@ -1,9 +1,6 @@
-"""RULES.md section 3: one play; J and 7D sweeps, Q/K, capture plans, choosing, piles, Basra."""
+"""docs/rules.md 3: one play; J and 7D sweeps, Q/K, capture plans, choosing, piles, Basra."""
 
 from __future__ import annotations
-
-import brute
-from states import act, build, refused_play, scene
 
 from engine import (
     BasraScored,
@@ -18,6 +15,8 @@ from engine import (
     parse_card,
     parse_cards,
 )
+from testkit import brute
+from tests.engine.states import act, build, refused_play, scene
 
 TEN_CARDS = ["AC", "2C", "3C", "4C", "5C", "6C", "8C", "9C", "10C", "2H"]
 
@@ -163,7 +162,7 @@ def test_group_needs_two_or_more_cards() -> None:
 
 
 def test_groups_may_overlap_and_a_plan_is_a_maximal_collection_of_disjoint_groups() -> None:
-    """RULES.md example: 6H on {AC, 5C, 2C, 4C, 3C, 3D} offers exactly three plans, in order."""
+    """Example: 6H on {AC, 5C, 2C, 4C, 3C, 3D} offers exactly three plans, in order."""
     plans = _offered(["6H"], ["AC", "5C", "2C", "4C", "3C", "3D"], "6H")
     assert plans == [
         ["AC", "2C", "3C", "3D", "4C", "5C"],
@@ -215,7 +214,7 @@ def test_plans_are_ordered_by_more_cards_first_then_sorted_canonical_indices() -
 
 
 def test_ten_on_ten_four_six_queen_has_one_plan_and_the_queen_stays() -> None:
-    """RULES.md example: 10 on {10S, 4H, 6C, QD} takes {10S, 4H, 6C}; no Basra."""
+    """docs/rules.md example: 10 on {10S, 4H, 6C, QD} takes {10S, 4H, 6C}; no Basra."""
     state = scene(["10C"], ["10S", "4H", "6C", "QD"])
     after, events = act(state, "10C")
     assert codes(after.floor) == ["QD"]

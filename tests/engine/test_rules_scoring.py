@@ -1,12 +1,10 @@
-"""RULES.md sections 4 and 5: leftovers, hand points, the 26/26 carry, the 121 target."""
+"""docs/rules.md sections 4 and 5: leftovers, hand points, the 26/26 carry, the 121 target."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import brute
 import pytest
-from states import act, build, last_play, refusal, refused_play, scene, seed_for_dealer
 
 from engine import (
     Action,
@@ -25,6 +23,8 @@ from engine import (
     parse_cards,
     score_hand,
 )
+from testkit import brute
+from tests.engine.states import act, build, last_play, refusal, refused_play, scene, seed_for_dealer
 
 CLUBS_DIAMONDS = [c for c in brute.ALL_CODES if c[-1] in "CD"]
 HEARTS_SPADES = [c for c in brute.ALL_CODES if c[-1] in "HS"]

@@ -1,15 +1,14 @@
-"""Each example, implementation note and FAQ answer of the two seed documents in shared/seeds/.
+"""The two source documents, statement by statement: deal, captures, sweeps, Basras, scoring.
 
-000: the full rules with implementation notes; 003: the player's guide. Where RULES.md
-settles a point the seeds leave open (naming a plan by its exact cards), RULES.md wins.
+000 is the rulebook with implementation notes, 003 the player's guide; their sentences and
+positions are kept in tests/data/seeds/examples.json (played by test_seed_examples.py). The
+tests here follow the statements that need a whole match or a built state. Where docs/rules.md
+settles a point the sources leave open (naming a plan by its exact cards), docs/rules.md wins.
 """
 
 from __future__ import annotations
 
 import random
-
-import brute
-from states import act, build, last_play, refused_play, scene
 
 from engine import (
     BasraScored,
@@ -31,7 +30,9 @@ from engine import (
     score_hand,
     seat_view,
 )
+from testkit import brute
 from testkit.actions import play_match
+from tests.engine.states import act, build, last_play, refused_play, scene
 
 CD = [c for c in brute.ALL_CODES if c[-1] in "CD"]
 HS = [c for c in brute.ALL_CODES if c[-1] in "HS"]

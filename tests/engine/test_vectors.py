@@ -1,26 +1,23 @@
 """Every worked example of the plan and score vectors: engine and brute force.
 
-The hand-checked vectors of the shared specification are kept in the repository as test data
-(tests/data/vectors/), so the suite runs on a fresh clone alone. Where the shared
-specification lies beside the repository (as in this project's CI), the copies must be
-identical to it, so a change of the specification cannot go unnoticed.
+The hand-checked vectors of the specification the project started from are kept in the
+repository as test data (tests/data/vectors/), so the suite runs on a fresh clone alone. Where
+that specification lies beside the repository (as in this project's CI), the copies must be
+identical to it, so a change of it cannot go unnoticed.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import brute
 import pytest
 
 from engine import code, codes, parse_card, parse_cards, plans_for, score_hand
+from testkit import brute
+from tests.engine.sources import SHARED, VECTORS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-VECTORS = REPO_ROOT / "tests" / "data" / "vectors"
-# This project's CI lays the read-only shared specification beside the repository root.
-SHARED_VECTORS = REPO_ROOT.parent / "shared" / "vectors"
+SHARED_VECTORS = SHARED / "vectors"
 VECTOR_FILES = ("plans.json", "scores.json")
 
 
@@ -36,12 +33,10 @@ def test_vector_copies_hold_cases() -> None:
         assert len(cases) >= 4, name
 
 
-@pytest.mark.skipif(
-    not SHARED_VECTORS.is_dir(), reason="no shared specification beside the repository"
-)
+@pytest.mark.skipif(not SHARED_VECTORS.is_dir(), reason="no specification beside the repository")
 @pytest.mark.parametrize("name", VECTOR_FILES)
-def test_vector_copies_match_the_shared_specification(name: str) -> None:
-    """Where the shared specification exists, the repository's copies are byte-identical."""
+def test_vector_copies_match_the_specification_beside_the_repository(name: str) -> None:
+    """Where that specification exists, the repository's copies are byte-identical."""
     assert (VECTORS / name).read_bytes() == (SHARED_VECTORS / name).read_bytes()
 
 

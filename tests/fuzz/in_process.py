@@ -3,9 +3,9 @@
 Every request goes through the server's request reader and `respond`, exactly as a worker
 runs it, and must end as an answer or as a refusal with an allowed code, one ErrorInfo and a
 known reason other than UNPROCESSABLE (which would mean an exception nobody anticipated).
-Every answer of Apply, LegalMoves or PlayerView must also be, byte for byte, what the
-conversion path the service had before its answers were written as bytes gives
-(benchmarks/reference_path.py); legal actions on valid states must be answered. The test
+Every answer of Apply, LegalMoves or PlayerView must also be, byte for byte, the answer
+built as protobuf messages field by field (testkit.reference_encoder, the oracle of the
+service's own wire writer); legal actions on valid states must be answered. The test
 command runs a few thousand requests (tests/fuzz/test_fuzz_in_process.py); long runs:
 
     .venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report fuzz-in-process.json
@@ -32,15 +32,15 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import Message
 
 import engine
-from service import convert, errors
+from service import errors, reading, writing
 from service.config import Config
 from service.errors import Refusal
+from service.handlers import encoded
 from service.server import make_handlers
-from service.servicer import METHODS, _reader, respond
+from service.servicer import METHODS, RulesServicer, respond
+from testkit import reference_encoder
 from testkit.actions import action_to_proto, play_match, random_action
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import reference_path as old
+from testkit.registered import method_handlers, request_reader
 
 # The codes a refusal may end with, written out by hand (not read from service.errors) so
 # that both fuzzers would catch a reason mapped to the wrong code.
@@ -51,7 +51,7 @@ ALLOWED = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-KNOWN = frozenset(errors.known_reasons()) - {errors.UNPROCESSABLE}
+KNOWN = frozenset(errors.known_reasons()) - {errors.ServiceReason.UNPROCESSABLE}
 CODES = [engine.code(c) for c in range(52)]
 TRICKY = ["", "AC", "10D", "1D", "0C", "11S", "ac", " KS", "JS\0", "🂡", "10DD", "x" * 70]
 ZONES = ("deck", "floor", "unclaimed", "hand0", "hand1", "captured0", "captured1")
@@ -64,7 +64,7 @@ def _pool(matches: int) -> list[bytes]:
     states: list[engine.State] = []
     for n in range(matches):
         states += play_match(f"fuzz-in-process-{n}".encode(), rnd).states
-    return [convert.state_bytes(s) for s in states]
+    return [writing.state_bytes(s) for s in states]
 
 
 def zone(message: pb.State, name: str) -> Any:
@@ -170,7 +170,7 @@ def random_action_message(rnd: random.Random, state: pb.State) -> pb.Action:
 
 @dataclass
 class Run:
-    """The handlers, the old path and the tally of one fuzzing run."""
+    """The handlers, the oracle and the tally of one fuzzing run."""
 
     requests: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -180,20 +180,16 @@ class Run:
 
     def __post_init__(self) -> None:
         self.handlers = make_handlers(Config(), None)
-        limit = Config().max_message_bytes
-        self.readers = {rpc: _reader(kinds[0], limit) for rpc, kinds in METHODS.items()}
-        self.methods: dict[str, Callable[[Any], bytes]] = {
+        # The request readers a worker's server registers (never raising, size-limited).
+        registered = method_handlers(RulesServicer(self.handlers), Config().max_message_bytes)
+        self.readers = {rpc: request_reader(registered[rpc]) for rpc in METHODS}
+        self.methods: dict[str, Callable[[Any], Any]] = {
             "NewMatch": self.handlers.new_match,
             "Apply": self.handlers.apply,
             "LegalMoves": self.handlers.legal_moves,
             "PlayerView": self.handlers.player_view,
             "Replay": self.handlers.replay,
             "SuggestMove": self.handlers.suggest_move,
-        }
-        self.old: dict[str, Callable[[bytes, Callable[[float], None]], bytes]] = {
-            "Apply": old.apply,
-            "LegalMoves": old.legal_moves,
-            "PlayerView": old.player_view,
         }
 
     def finding(self, text: str) -> None:
@@ -206,7 +202,7 @@ class Run:
         """Run one request as a worker does; check the outcome against the rules above."""
         self.requests += 1
         try:
-            answer = respond(self.methods[rpc], self.readers[rpc](data))
+            answer = encoded(respond(self.methods[rpc], self.readers[rpc](data)))
         except Refusal as refusal:
             self.outcomes[f"{rpc} {refusal.code.name}"] += 1
             self.reasons[refusal.reason] += 1
@@ -222,20 +218,16 @@ class Run:
         self.outcomes[f"{rpc} OK"] += 1
         if not isinstance(answer, bytes):
             self.finding(f"{rpc} answered a {type(answer).__name__}, not bytes: {data.hex()}")
-        elif rpc in self.old:
+        elif rpc in reference_encoder.ANSWERS:
             try:
-                before = self.old[rpc](data, _ignore)
+                expected = reference_encoder.ANSWERS[rpc](METHODS[rpc][0].FromString(data))
             except Exception as error:
-                self.finding(f"{rpc} answered what the old path refused ({error!r}): {data.hex()}")
+                self.finding(f"{rpc} answered what the oracle refused ({error!r}): {data.hex()}")
                 return
-            if before != answer:
-                self.finding(f"{rpc} answer differs from the old path's: {data.hex()}")
+            if expected != answer:
+                self.finding(f"{rpc} answer differs from the oracle's: {data.hex()}")
         else:
             METHODS[rpc][1].FromString(answer)  # an answer parses as its type
-
-
-def _ignore(seconds: float) -> None:
-    """The old path's plan-timing observer: nothing to observe here."""
 
 
 def requests(rnd: random.Random, pool: Sequence[bytes]) -> tuple[str, bytes, bool]:
@@ -243,7 +235,7 @@ def requests(rnd: random.Random, pool: Sequence[bytes]) -> tuple[str, bytes, boo
     roll = rnd.random()
     state = pb.State.FromString(rnd.choice(pool))
     if roll < 0.15 and state.status == pb.STATUS_IN_PROGRESS:
-        engine_state = convert.state_from_proto(state)
+        engine_state = reading.state_from_proto(state)
         action = action_to_proto(random_action(engine_state, rnd, any_spelling=True))
         request: Message = pb.ApplyRequest(state=state, action=action)
         if rnd.random() < 0.3:
@@ -262,6 +254,8 @@ def requests(rnd: random.Random, pool: Sequence[bytes]) -> tuple[str, bytes, boo
         view = pb.PlayerViewRequest(state=state)
         if rnd.random() < 0.95:
             view.seat = rnd.choice((0, 1, 0, 1, _number(rnd, True)))
+        if rnd.random() < 0.25:
+            view.spectator = True  # the public view or, with a seat, its refusal
         return "PlayerView", view.SerializeToString(), False
     if roll < 0.85:
         return rnd.choice(sorted(METHODS)), rnd.randbytes(rnd.randint(0, 600)), False

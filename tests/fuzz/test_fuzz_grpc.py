@@ -31,11 +31,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from clients import messages
 from clients.refusals import error_infos
 from engine import State, Status
-from service import convert, errors
+from service import errors, reading
 from service.config import Config
 from service.errors import Refusal
+from service.handlers import encoded
 from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
 from testkit import harness
@@ -163,7 +165,7 @@ def zone_mutation(draw: st.DrawFn) -> Callable[[pb.State], None]:
 @st.composite
 def state_message(draw: st.DrawFn) -> pb.State:
     """A valid state, or one with one to three mutations."""
-    message = convert.state_to_proto(draw(st.sampled_from(POOL)))
+    message = messages.state_to_proto(draw(st.sampled_from(POOL)))
     for change in draw(st.lists(mutation(), max_size=3)):
         change(message)
     return message
@@ -274,7 +276,7 @@ def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
         except DecodeError:
             request = Unreadable(request_type.DESCRIPTOR.name, len(body))
     try:
-        return respond(BY_METHOD[method], request), None
+        return encoded(respond(BY_METHOD[method], request)), None
     except Refusal as refusal:
         return None, refusal
 
@@ -295,7 +297,9 @@ def check_call(channel: grpc.Channel, tally: Counter[str], method: str, body: by
         assert len(infos) == 1, f"{method} refusal carries {len(infos)} ErrorInfo details"
         info = infos[0]
         assert info.domain == "basra.v1" and info.reason
-        assert info.reason != errors.UNPROCESSABLE, f"unexpected failure: {dict(info.metadata)}"
+        assert info.reason != errors.ServiceReason.UNPROCESSABLE, (
+            f"unexpected failure: {dict(info.metadata)}"
+        )
         tally[f"reason {info.reason}"] += 1
         assert refusal is not None, f"{method} refused ({info.reason}) what the handlers accept"
         assert (code, info.reason) == (refusal.code, refusal.reason)
@@ -312,7 +316,7 @@ def check_call(channel: grpc.Channel, tally: Counter[str], method: str, body: by
 
 def _accepted_state(message: pb.State) -> None:
     """A state the server acted on must be one the engine finds consistent."""
-    engine.check_state(convert.state_from_proto(message))
+    engine.check_state(reading.state_from_proto(message))
 
 
 # ---- the properties ----
@@ -357,7 +361,7 @@ def test_legal_actions_on_valid_states_always_succeed(
     """The refusal side is not all there is: legal input always gets its result."""
     state = data.draw(st.sampled_from([s for s in POOL if s.status is Status.IN_PROGRESS]))
     action = data.draw(legal_action(state))
-    request = pb.ApplyRequest(state=convert.state_to_proto(state), action=action)
+    request = pb.ApplyRequest(state=messages.state_to_proto(state), action=action)
     assert check_call(channel, tally, "Apply", request.SerializeToString()) is not None
 
 
@@ -405,7 +409,7 @@ def test_replay_with_random_seeds_and_actions(
     request = pb.ReplayRequest(
         seed=data.draw(st.one_of(st.just(state.seed), st.binary(max_size=80)))
     )
-    message = convert.state_to_proto(state)
+    message = messages.state_to_proto(state)
     request.actions.extend(data.draw(st.lists(action_message(message), max_size=12)))
     request.labels.extend(data.draw(st.lists(TEXT, max_size=3)))
     check_call(channel, tally, "Replay", request.SerializeToString())
@@ -425,7 +429,7 @@ def test_valid_requests_with_flipped_bytes(
     channel: grpc.Channel, tally: Counter[str], method: str, data: st.DataObject
 ) -> None:
     """Bodies one damaged byte away from a valid request: the hardest to tell apart."""
-    state = convert.state_to_proto(data.draw(st.sampled_from(POOL)))
+    state = messages.state_to_proto(data.draw(st.sampled_from(POOL)))
     valid: dict[str, Message] = {
         "NewMatch": pb.NewMatchRequest(seed=state.seed, labels=["a", "b"]),
         "Apply": pb.ApplyRequest(state=state, action=pb.Action(seat=0, card="AC")),

@@ -7,8 +7,8 @@ base64 of the exact bytes (what is compared) and as readable JSON (what a person
 
 This module uses only the server's own modules, so that it keeps working however the rest of
 the tree is arranged, and runs a request exactly the way grpc does in the server: the
-registered request reader and the servicer's `respond` (the handlers answer with the encoded
-response, which grpc sends as it is).
+registered request reader, the servicer's `respond` and the registered response serializer
+(the handlers answer with the encoded response, which grpc sends as it is).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from service import errors
 from service.config import Config
 from service.handlers import Handlers
 from service.server import make_handlers
-from service.servicer import METHODS, _reader, respond
+from service.servicer import METHODS, RESPONSE_SERIALIZERS, _reader, respond
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "golden"
 MANIFEST = CORPUS_DIR / "manifest.json"
@@ -192,7 +192,7 @@ def in_process_runners() -> dict[str, Runner]:
 
 
 def in_process(profile: Profile, handlers: Handlers | None = None) -> Runner:
-    """Run request bytes the way the server does: its reader and `respond` (bytes come back)."""
+    """Run request bytes the way the server does: its reader, `respond`, its serializer."""
     chosen = handlers or profile.handlers()
     limit = profile.config.max_message_bytes
     readers = {rpc: _reader(request, limit) for rpc, (request, _) in METHODS.items()}
@@ -204,8 +204,10 @@ def in_process(profile: Profile, handlers: Handlers | None = None) -> Runner:
         except errors.Refusal as refusal:
             status = refusal.status()
             return Outcome.refused(status.code, status.details, status.trailing_metadata)
-        assert isinstance(response, bytes)  # the handlers answer encoded (identity serializer)
-        return Outcome(OK, response)
+        serialize = RESPONSE_SERIALIZERS.get(rpc)
+        body = response if serialize is None else serialize(response)
+        assert isinstance(body, bytes)  # the handlers answer encoded
+        return Outcome(OK, body)
 
     return run
 

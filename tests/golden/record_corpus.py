@@ -28,9 +28,9 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError, Message
 
 import engine
+from clients import messages
 from engine import State, Status
 from engine.rng import first_dealer
-from service import convert
 from service.servicer import METHODS
 from service.signing import Keyring, parse_keys
 from tests.golden.golden_corpus import (
@@ -161,7 +161,7 @@ class Played:
 
 
 def play(rec: Recorder, mode: str, name: str, spec: tuple[Any, ...]) -> Played:
-    """Record a whole match: NewMatch, every Apply, LegalMoves and both PlayerViews often."""
+    """Record a whole match: NewMatch, every Apply, LegalMoves and the three PlayerViews often."""
     _, seed, labels, choices, every = spec
     file = f"{mode}-{name}"
     call = rec.calls(file, mode)
@@ -177,6 +177,8 @@ def play(rec: Recorder, mode: str, name: str, spec: tuple[Any, ...]) -> Played:
             for seat in (0, 1):
                 request = pb.PlayerViewRequest(**state, seat=seat)
                 call("PlayerView", request, f"seq {seq}, seat {seat}")
+            request = pb.PlayerViewRequest(**state, spectator=True)
+            call("PlayerView", request, f"seq {seq}, spectator")
         action = choose(result.legal_moves, rnd)
         apply = pb.ApplyRequest(**state, action=action)
         if seq % 3 == 1:
@@ -189,6 +191,8 @@ def play(rec: Recorder, mode: str, name: str, spec: tuple[Any, ...]) -> Played:
     for seat in (0, 1):
         request = pb.PlayerViewRequest(**state, seat=seat)
         call("PlayerView", request, f"match over, seat {seat}")
+    request = pb.PlayerViewRequest(**state, spectator=True)
+    call("PlayerView", request, "match over, spectator")
     late = pb.ApplyRequest(**state, action=actions[-1])
     call("Apply", late, "an action after the end", "MATCH_OVER")
     return Played(seed, labels, actions, results)
@@ -364,6 +368,8 @@ def refusals(rec: Recorder, mode: str, matches: Sequence[Played], keyring: Keyri
             view.seat = asked
         shown = "no seat" if asked is None else f"seat {asked}"
         call("PlayerView", view, f"seq {seq}: {shown}", "INVALID_SEAT")
+    both = pb.PlayerViewRequest(**held(mode, result), seat=0, spectator=True)
+    call("PlayerView", both, f"seq {seq}: a seat and spectator", "INVALID_SEAT")
     corrupt_states(rec, mode, matches[0].results[5], keyring)
     if mode == "signed":
         signed_states(rec, result, keyring)
@@ -534,7 +540,7 @@ def too_complex(rec: Recorder, mode: str, keyring: Keyring) -> None:
     """A crafted floor of 32 small cards: the plan search is refused, STATE_TOO_COMPLEX."""
     file = f"{mode}-refusals"
     call = rec.calls(file, mode)
-    message = convert.state_to_proto(_complex_state())
+    message = messages.state_to_proto(_complex_state())
     carried: dict[str, Any] = (
         {"signed_state": _sealed(keyring, message)} if mode == "signed" else {"state": message}
     )

@@ -14,7 +14,8 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError
 
-from service import errors
+from service import errors, wire
+from service.fields import REPLAY_RESPONSE_REFUSAL
 from service.servicer import METHODS
 from tests.golden.golden_corpus import (
     OK,
@@ -33,7 +34,7 @@ from tests.golden.golden_corpus import (
 FILES = load_manifest()["files"]
 # Every reason a request can bring about. UNPROCESSABLE is left out: it answers an exception
 # nobody anticipated, which no request can cause while the service is correct.
-REACHABLE_REASONS = frozenset(errors.known_reasons()) - {errors.UNPROCESSABLE}
+REACHABLE_REASONS = frozenset(errors.known_reasons()) - {errors.ServiceReason.UNPROCESSABLE}
 
 
 def _cases_of(file: str) -> list[Case]:
@@ -88,7 +89,7 @@ def test_every_rpc_and_every_reachable_reason_is_in_both_signing_modes() -> None
             for c in cases
             if c.rpc == "Replay" and c.expected.code == OK and "refusal" in c.data["expect"]["json"]
         }
-        wanted = REACHABLE_REASONS - ({errors.BAD_SIGNATURE} if not signed else set())
+        wanted = REACHABLE_REASONS - ({errors.ServiceReason.BAD_SIGNATURE} if not signed else set())
         assert reasons == wanted, sorted(wanted ^ reasons)
         assert len(in_replays) >= 6
 
@@ -126,7 +127,7 @@ def test_an_encoding_with_map_entries_reordered_counts_as_the_same_and_nothing_e
     head = pb.Refusal(reason="NOT_YOUR_TURN", message="m").SerializeToString()
     inner = [head + entries[0] + entries[1], head + entries[1] + entries[0]]
     tail = pb.ReplayResponse(refused_index=3).SerializeToString()
-    forms = [tail + b"\x2a" + bytes([len(i)]) + i for i in inner]
+    forms = [tail + wire.message(REPLAY_RESPONSE_REFUSAL, i) for i in inner]
     assert forms[0] != forms[1]
     assert all(pb.ReplayResponse.FromString(f) == one for f in forms)
     ok = [Outcome(OK, f) for f in forms]

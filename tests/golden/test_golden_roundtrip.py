@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import engine
+from clients import messages
 from engine import (
     BasraScored,
     Captured,
@@ -33,7 +34,7 @@ from engine import (
     Swept,
     Trailed,
 )
-from service import convert
+from service import reading
 from tests.golden.golden_corpus import OK, load_cases, match_response
 
 U32 = st.integers(0, 2**32 - 1)
@@ -63,17 +64,17 @@ def test_every_recorded_state_and_event_converts_there_and_back() -> None:
     states = events = 0
     kinds: set[type] = set()
     for message, event_messages in _recorded():
-        state = convert.state_from_proto(message)
+        state = reading.state_from_proto(message)
         engine.check_state(state)
-        back = convert.state_to_proto(state)
+        back = messages.state_to_proto(state)
         assert back.SerializeToString() == message.SerializeToString()
-        assert convert.state_from_proto(back) == state
+        assert reading.state_from_proto(back) == state
         states += 1
         for event_message in event_messages:
-            event = convert.event_from_proto(event_message)
-            again = convert.event_to_proto(event)
+            event = messages.event_from_proto(event_message)
+            again = messages.event_to_proto(event)
             assert again.SerializeToString() == event_message.SerializeToString()
-            assert convert.event_from_proto(again) == event
+            assert messages.event_from_proto(again) == event
             kinds.add(type(event))
             events += 1
     assert states >= 600 and events >= 5000
@@ -129,26 +130,26 @@ EVENTS: st.SearchStrategy[Event | HiddenDeal] = st.one_of(
 @given(states())
 def test_a_state_converts_there_and_back(state: State) -> None:
     """state_from_proto(state_to_proto(s)) == s for any state of card codes."""
-    message = convert.state_to_proto(state)
-    assert convert.state_from_proto(message) == state
-    assert convert.state_to_proto(convert.state_from_proto(message)) == message
+    message = messages.state_to_proto(state)
+    assert reading.state_from_proto(message) == state
+    assert messages.state_to_proto(reading.state_from_proto(message)) == message
 
 
 @given(EVENTS)
 def test_an_event_converts_there_and_back(event: Event | HiddenDeal) -> None:
     """event_from_proto(event_to_proto(e)) == e for every kind of event."""
-    message = convert.event_to_proto(event)
-    assert convert.event_from_proto(message) == event
-    assert convert.event_to_proto(convert.event_from_proto(message)) == message
+    message = messages.event_to_proto(event)
+    assert messages.event_from_proto(message) == event
+    assert messages.event_to_proto(messages.event_from_proto(message)) == message
 
 
 def test_an_event_message_that_is_not_an_event_is_refused_clearly() -> None:
     """No kind set, a score of one seat, a card code that is no card: each refused."""
     with pytest.raises(ValueError, match="none of its kinds"):
-        convert.event_from_proto(pb.Event())
+        messages.event_from_proto(pb.Event())
     one_seat = pb.Event(hand_scored=pb.HandScored(seats=[pb.SeatScore()]))
     with pytest.raises(ValueError, match="exactly two"):
-        convert.event_from_proto(one_seat)
+        messages.event_from_proto(one_seat)
     with pytest.raises(engine.RuleError) as refused:
-        convert.event_from_proto(pb.Event(trailed=pb.Trailed(card="1Z")))
+        messages.event_from_proto(pb.Event(trailed=pb.Trailed(card="1Z")))
     assert refused.value.reason is engine.Reason.INVALID_CARD

@@ -6,7 +6,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
-from service_support import (
+
+from service.config import Config
+from service.server import make_handlers
+from testkit import harness
+from tests.service.service_support import (
     Caller,
     InProcess,
     channel_caller,
@@ -14,10 +18,6 @@ from service_support import (
     start_async,
     start_sync,
 )
-
-from service.config import Config
-from service.server import make_handlers
-from testkit import harness
 
 TRANSPORTS = ("grpc_testing", "sync_server", "asyncio_server")
 

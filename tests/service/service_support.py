@@ -22,16 +22,16 @@ from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 
 import engine
+from clients import messages
 from clients.refusals import error_infos
 from engine import Action, State, Status
-from service import convert
 from service.config import Config
 from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
 from service.server import AsyncServer, SyncServer, build_async, build_sync
-from service.servicer import METHODS, RulesServicer
+from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
 from testkit.harness import ServedProcess
 
 if TYPE_CHECKING:
@@ -70,8 +70,11 @@ def grpc_testing_caller(handlers: Handlers) -> Caller:
         rpc = server.invoke_unary_unary(SERVICE.methods_by_name[method], (), request, None)
         response, trailing, code, details = rpc.termination()
         if code is grpc.StatusCode.OK:
-            # The servicer answers with the encoded response, as grpc sends it.
-            reply = METHODS[method][1].FromString(response)
+            # The servicer answers with the encoded response, which grpc sends through the
+            # registered serializer (grpc_testing does not apply it).
+            serialize = RESPONSE_SERIALIZERS.get(method)
+            body = response if serialize is None else serialize(response)
+            reply = METHODS[method][1].FromString(body)
             return Outcome(code, reply)
         return Outcome(code, None, details, error_infos(trailing))
 
@@ -204,7 +207,7 @@ def has_capturing_card(state: State) -> bool:
 
 def proto(state: State) -> pb.State:
     """The message of an engine state."""
-    return convert.state_to_proto(state)
+    return messages.state_to_proto(state)
 
 
 def finished_match(seed: bytes) -> tuple[State, list[Action]]:

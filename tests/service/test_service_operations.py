@@ -11,18 +11,18 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from service_support import (
+
+import engine
+from clients.refusals import error_infos
+from service.config import Config
+from service.handlers import Handlers
+from tests.service.service_support import (
     InProcess,
     channel_caller,
     grpc_testing_caller,
     start_async,
     start_sync,
 )
-
-import engine
-from clients.refusals import error_infos
-from service.config import Config
-from service.handlers import Handlers
 
 SEED = b"operations"
 Start = Callable[..., InProcess]

@@ -22,12 +22,12 @@ from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
-from service_support import REPO, scrape, scrape_until
 
 from service.metrics import FLUSH_SECONDS
 from testkit import harness
 from testkit.harness import ServedProcess, command
 from testkit.ports import reserved_port
+from tests.service.service_support import REPO, scrape, scrape_until
 
 SEED = b"process-tests"
 CLEAN_ENDINGS = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}

@@ -6,8 +6,15 @@ import hashlib
 
 import grpc
 from basra.v1 import rules_pb2 as pb
-from conftest import MakeCaller
-from service_support import (
+
+import engine
+from clients import messages
+from service.config import Config
+from service.handlers import Handlers
+from testkit import reference_encoder
+from testkit.actions import action_to_proto
+from tests.service.conftest import MakeCaller
+from tests.service.service_support import (
     Caller,
     find_state,
     finished_match,
@@ -16,11 +23,6 @@ from service_support import (
     proto,
     states_of,
 )
-
-import engine
-from service import convert
-from service.config import Config
-from testkit.actions import action_to_proto
 
 SEED = b"service-rpc-tests"
 
@@ -40,8 +42,8 @@ def test_new_match_deals_the_first_hand_as_the_engine_does(call: Caller) -> None
     """NewMatch returns the engine's first state and events, and the moves of the seat to move."""
     result = _new(call, labels=("Ann", "Bob"))
     state, events = engine.new_match(SEED, ("Ann", "Bob"))
-    assert result.state == convert.state_to_proto(state)
-    assert list(result.events) == convert.events_to_proto(events)
+    assert result.state == messages.state_to_proto(state)
+    assert list(result.events) == messages.events_to_proto(events)
     assert result.state.seq == 0 and result.state.status == pb.STATUS_IN_PROGRESS
     assert [s.label for s in result.state.seats] == ["Ann", "Bob"]
     assert _kinds(list(result.events))[:4] == [
@@ -114,10 +116,10 @@ def test_apply_plays_a_whole_match_like_the_engine(call: Caller) -> None:
         after, events = engine.apply(state, action)
         result = outcome.response
         assert result.state == proto(after)
-        assert list(result.events) == convert.events_to_proto(events)
+        assert list(result.events) == messages.events_to_proto(events)
         assert _kinds(list(result.events))[0] == "card_played"
         for seat in (0, 1):
-            expected = convert.events_to_proto(engine.seat_events(events, seat))
+            expected = messages.events_to_proto(engine.seat_events(events, seat))
             assert list(result.seat_events[seat].events) == expected
     assert result.state.status == pb.STATUS_OVER
     assert not result.state.HasField("to_move") and result.state.HasField("winner")
@@ -297,7 +299,7 @@ def test_legal_moves_lists_each_card_with_its_plans(call: Caller) -> None:
     moves = outcome.response.legal_moves
     assert moves.seat == state.to_move
     expected = engine.legal_moves(state)
-    assert moves == convert.moves_to_proto(state.to_move, expected)
+    assert moves == messages.moves_to_proto(state.to_move, expected)
     for move, engine_move in zip(moves.moves, expected, strict=True):
         assert move.trails == (not move.plans)
         assert [p.id for p in move.plans] == list(range(1, len(engine_move.plans) + 1))
@@ -351,6 +353,56 @@ def test_player_view_refuses_a_missing_or_unknown_seat(call: Caller) -> None:
         assert outcome.info.reason == "INVALID_SEAT"
 
 
+def test_the_public_view_shows_what_anybody_may_see(call: Caller) -> None:
+    """spectator: the floor and counts in public_view (no `view`), the seed only after the end."""
+    result = _new(call, labels=("Ann", "Bob"))
+    state = result.state
+    outcome = call("PlayerView", pb.PlayerViewRequest(state=state, spectator=True))
+    assert outcome.code is grpc.StatusCode.OK
+    assert not outcome.response.HasField("view")
+    view = outcome.response.public_view
+    assert list(view.floor) == list(state.floor) and view.deck_size == len(state.deck)
+    assert [s.hand_size for s in view.seats] == [4, 4]
+    assert [s.label for s in view.seats] == ["Ann", "Bob"]
+    assert view.to_move == state.to_move and view.dealer == state.dealer
+    assert not view.HasField("seed") and view.seed_commitment == result.seed_commitment
+    assert state.seed not in outcome.response.SerializeToString()
+    final, _ = finished_match(SEED)
+    request = pb.PlayerViewRequest(state=proto(final), spectator=True)
+    end = call("PlayerView", request).response.public_view
+    assert end.seed == SEED and end.status == pb.STATUS_OVER and end.winner == final.winner
+    assert [s.total for s in end.seats] == list(final.totals)
+    assert not end.HasField("to_move")
+
+
+def test_the_public_view_names_no_hand_or_deck_card_in_any_state_of_a_match() -> None:
+    """Every state of a whole match, through the handlers: only floor cards, true counts."""
+    handlers = Handlers()
+    looked = 0
+    for state, _ in states_of(SEED):
+        request = pb.PlayerViewRequest(state=proto(state), spectator=True)
+        answer = pb.PlayerViewResponse.FromString(handlers.player_view(request))
+        view = answer.public_view
+        hidden = {*state.hands[0], *state.hands[1], *state.deck}
+        assert set(view.floor) == set(engine.codes(state.floor))
+        assert not set(view.floor) & set(engine.codes(hidden))
+        assert [s.hand_size for s in view.seats] == [len(h) for h in state.hands]
+        assert [s.captured_count for s in view.seats] == [len(p) for p in state.captured]
+        assert view.HasField("seed") == (state.status is engine.Status.OVER)
+        # Byte for byte what protobuf's own encoder writes for the same view.
+        assert handlers.player_view(request) == reference_encoder.player_view_answer(request)
+        looked += 1
+    assert looked > 48
+
+
+def test_the_public_view_refuses_a_seat_too(call: Caller) -> None:
+    """spectator with a seat: INVALID_ARGUMENT, INVALID_SEAT (a request asks for one view)."""
+    state = _new(call).state
+    outcome = call("PlayerView", pb.PlayerViewRequest(state=state, seat=0, spectator=True))
+    assert outcome.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert outcome.info.reason == "INVALID_SEAT"
+
+
 def test_replay_rebuilds_the_match(call: Caller) -> None:
     """Replaying every action gives the final state and every event; nothing is refused."""
     final, actions = finished_match(SEED)
@@ -361,7 +413,7 @@ def test_replay_rebuilds_the_match(call: Caller) -> None:
     assert response.state == proto(final)
     assert not response.HasField("refused_index") and not response.HasField("refusal")
     replayed = engine.replay(SEED, actions)
-    assert list(response.events) == convert.events_to_proto(replayed.events)
+    assert list(response.events) == messages.events_to_proto(replayed.events)
 
 
 def test_replay_reports_the_first_refused_action(call: Caller) -> None:

@@ -10,21 +10,27 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_support import Caller, find_state, finished_match, has_multi_plan_card, proto
 
 import engine
+from clients import messages
 from engine import Status
 from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
 from engine.view import information_set
-from service import convert
 from service.config import Config
 from service.handlers import Handlers
 from testkit.actions import play_match
 from testkit.hidden import redistribute_hidden
+from tests.service.service_support import (
+    Caller,
+    find_state,
+    finished_match,
+    has_multi_plan_card,
+    proto,
+)
 
 # A caller for a given configuration (the `call_with` fixture of conftest.py).
 MakeCaller = Callable[[Config], Caller]
-LEVELS = {
+ENGINE_LEVEL = {
     pb.BOT_LEVEL_RANDOM: Level.RANDOM,
     pb.BOT_LEVEL_GREEDY: Level.GREEDY,
     pb.BOT_LEVEL_STRONG: Level.STRONG,
@@ -42,7 +48,7 @@ def _answer(call: Caller, request: pb.SuggestMoveRequest) -> pb.SuggestMoveRespo
     return answer
 
 
-@pytest.mark.parametrize("level", list(LEVELS))
+@pytest.mark.parametrize("level", list(ENGINE_LEVEL))
 def test_the_suggested_action_is_accepted_by_apply(call: Caller, level: pb.BotLevel) -> None:
     """For a card with several plans too: the action goes to Apply unchanged."""
     state = find_state(has_multi_plan_card)
@@ -64,7 +70,7 @@ def test_the_answer_is_the_engines_suggestion(call: Caller) -> None:
     seat = state.to_move
     assert seat is not None
     expected = suggest(information_set(state, seat), Level.STRONG, b"", DEFAULT_BUDGET)
-    assert answer == convert.suggestion_to_proto(expected)
+    assert answer == messages.suggestion_to_proto(expected)
     assert answer.level == pb.BOT_LEVEL_STRONG
     assert 1 <= answer.work.deals <= DEFAULT_BUDGET.deals
     assert 0 < answer.work.nodes <= DEFAULT_BUDGET.nodes
@@ -77,7 +83,7 @@ def test_a_budget_and_a_bot_seed_are_used(call: Caller) -> None:
     seat = state.to_move
     assert seat is not None
     expected = suggest(information_set(state, seat), Level.STRONG, b"x", Budget(2, 300))
-    assert small == convert.suggestion_to_proto(expected)
+    assert small == messages.suggestion_to_proto(expected)
     assert small.work.deals <= 2 and small.work.nodes <= 300
     # A field left 0 takes the default: deals from the request, nodes by default.
     half = _answer(call, _request(state, budget=pb.BotWork(deals=3), bot_seed=b"x"))
@@ -85,7 +91,7 @@ def test_a_budget_and_a_bot_seed_are_used(call: Caller) -> None:
     expected = suggest(
         information_set(state, seat), Level.STRONG, b"x", Budget(3, DEFAULT_BUDGET.nodes)
     )
-    assert half == convert.suggestion_to_proto(expected)
+    assert half == messages.suggestion_to_proto(expected)
 
 
 def test_the_configured_default_level_plays_an_unspecified_level(call_with: MakeCaller) -> None:
@@ -175,7 +181,7 @@ STATES = _states(2)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     index=st.integers(min_value=0, max_value=len(STATES) - 1),
-    level=st.sampled_from(list(LEVELS)),
+    level=st.sampled_from(list(ENGINE_LEVEL)),
     bot_seed=st.binary(max_size=8),
     redeal=st.integers(min_value=0, max_value=2**32),
 )

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import grpc
 from basra.v1 import rules_pb2 as pb
-from service_support import proto, scrape, scrape_until
 
 from engine import State, Status
 from service.handlers import Handlers
@@ -17,10 +16,11 @@ from testkit import harness
 from testkit.actions import play_match
 from testkit.harness import ServedProcess
 from testkit.hidden import redistribute_hidden
+from tests.service.service_support import proto, scrape, scrape_until
 
 METHOD = "/basra.v1.RulesService/SuggestMove"
 CONNECTIONS = 4
-LEVELS = (pb.BOT_LEVEL_RANDOM, pb.BOT_LEVEL_GREEDY, pb.BOT_LEVEL_STRONG)
+PROTO_LEVELS = (pb.BOT_LEVEL_RANDOM, pb.BOT_LEVEL_GREEDY, pb.BOT_LEVEL_STRONG)
 
 Raw = Callable[[bytes], bytes]
 
@@ -91,7 +91,7 @@ def test_every_worker_answers_redealt_unseen_cards_with_the_same_bytes(
             assert seat is not None
             rnd = random.Random(number)
             variants = [state, *(redistribute_hidden(state, seat, rnd) for _ in range(2))]
-            for level in LEVELS:
+            for level in PROTO_LEVELS:
                 here = handlers.suggest_move(
                     pb.SuggestMoveRequest.FromString(_request(state, level, b"live"))
                 )

@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from service_support import REPO, InProcess, start_async, start_sync
 
 import engine
 from clients.refusals import error_infos
@@ -38,6 +37,7 @@ from service.server import build_sync
 from service.tracing import Tracing
 from testkit import harness, otlp
 from testkit.ports import reserved_port
+from tests.service.service_support import REPO, InProcess, start_async, start_sync
 
 SEED = b"Zq81-seed-of-a-traced-match"
 EVERY_CARD = frozenset(engine.codes(range(52)))

@@ -8,13 +8,14 @@ from dataclasses import fields
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from service_support import finished_match, states_of
 
 import engine
+from clients import messages
 from clients.refusals import error_infos
-from service import convert, errors
+from service import errors, reading
 from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
+from tests.service.service_support import finished_match, states_of
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
 CONTRACT = {
@@ -141,10 +142,10 @@ def test_empty_variables_count_as_unset() -> None:
 def test_states_survive_the_round_trip_through_messages() -> None:
     """engine -> message -> bytes -> message -> engine gives the same state, all match long."""
     for state, _ in states_of(b"round-trip"):
-        message = pb.State.FromString(convert.state_to_proto(state).SerializeToString())
-        assert convert.state_from_proto(message) == state
+        message = pb.State.FromString(messages.state_to_proto(state).SerializeToString())
+        assert reading.state_from_proto(message) == state
     final, _ = finished_match(b"round-trip")
-    back = convert.state_from_proto(convert.state_to_proto(final))
+    back = reading.state_from_proto(messages.state_to_proto(final))
     assert back == final and back.to_move is None and back.winner is not None
 
 
@@ -153,9 +154,9 @@ def test_legal_moves_of_the_handlers_equal_the_engines() -> None:
     observed: list[float] = []
     handlers = Handlers(observe_plan_seconds=observed.append)
     for state, _ in states_of(b"moves"):
-        request = pb.LegalMovesRequest(state=convert.state_to_proto(state))
+        request = pb.LegalMovesRequest(state=messages.state_to_proto(state))
         response = pb.LegalMovesResponse.FromString(handlers.legal_moves(request))
-        expected = convert.moves_to_proto(state.to_move, engine.legal_moves(state))
+        expected = messages.moves_to_proto(state.to_move, engine.legal_moves(state))
         assert response.legal_moves == expected
     assert observed and all(0 <= s < 1 for s in observed)
 

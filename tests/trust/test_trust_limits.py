@@ -7,14 +7,14 @@ import random
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from trust_support import TIMEOUT, refusal, serving
 
 import engine
+from clients import messages
 from engine import Action, State, Status
 from engine.plans import plan_work
-from service import convert
 from service.config import Config
 from testkit.actions import action_to_proto, play_match
+from tests.trust.trust_support import TIMEOUT, refusal, serving
 
 
 def _match(seed: bytes) -> tuple[list[State], list[Action]]:
@@ -46,10 +46,10 @@ def test_plan_work_at_the_limit_is_served_and_one_step_less_is_refused(
     demanding: tuple[State, int],
 ) -> None:
     state, work = demanding
-    request = pb.LegalMovesRequest(state=convert.state_to_proto(state))
+    request = pb.LegalMovesRequest(state=messages.state_to_proto(state))
     with serving(Config(plan_work_limit=work)) as stub:
         moves = stub.LegalMoves(request, timeout=TIMEOUT).legal_moves
-        assert moves == convert.moves_to_proto(state.to_move, engine.legal_moves(state))
+        assert moves == messages.moves_to_proto(state.to_move, engine.legal_moves(state))
     with serving(Config(plan_work_limit=work - 1)) as stub:
         with pytest.raises(grpc.RpcError) as refused:
             stub.LegalMoves(request, timeout=TIMEOUT)

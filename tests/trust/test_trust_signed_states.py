@@ -11,13 +11,13 @@ from typing import Any
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from trust_support import TIMEOUT, refusal, serving
 
 from service import errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.signing import DOMAIN, mac
+from tests.trust.trust_support import TIMEOUT, refusal, serving
 
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
 
@@ -33,7 +33,7 @@ def refusal_of(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
     return code, reason
 
 
-BAD = (grpc.StatusCode.UNAUTHENTICATED, errors.BAD_SIGNATURE)
+BAD = (grpc.StatusCode.UNAUTHENTICATED, errors.ServiceReason.BAD_SIGNATURE)
 
 
 def first_action(result: Any) -> pb.Action:
@@ -103,7 +103,9 @@ def _flips(data: bytes, bits: range | None = None) -> Iterator[bytes]:
 def test_a_flipped_bit_anywhere_in_a_signed_state_is_refused() -> None:
     """Every bit of the state bytes, the signature and the key id (handlers, then gRPC)."""
     handlers = make_handlers(Config(signing_keys=keys("k1")), None)
-    result = pb.NewMatchResponse.FromString(handlers.new_match(pb.NewMatchRequest(seed=b"bits")))
+    result = pb.NewMatchResponse.FromString(
+        handlers.new_match(pb.NewMatchRequest(seed=b"bits")).data
+    )
     sealed = result.signed_state
     variants: list[pb.SignedState] = []
     variants += [replace_field(sealed, state=d) for d in _flips(sealed.state)]

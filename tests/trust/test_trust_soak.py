@@ -84,12 +84,12 @@ def test_the_referee_catches_an_answer_that_differs(server: harness.ServedProces
     """The check is real: one changed field in an Apply answer is reported as a mismatch."""
     with grpc.insecure_channel(server.target) as channel:
         stub = _TamperingStub(rules_pb2_grpc.RulesServiceStub(channel))  # type: ignore[no-untyped-call]
-        tally = soak.Tally()
+        counts = soak.SoakCounts()
         pacer = soak.Pacer(1000.0, float("inf"))
-        table = soak.Table(stub, random.Random(3), pacer, tally)
+        table = soak.Table(stub, random.Random(3), pacer, counts)
         with pytest.raises(soak.Mismatch, match="Apply state"):
             table.play_match()
-    assert tally.calls["NewMatch"] == 1 and tally.calls["Apply"] == 1
+    assert counts.calls["NewMatch"] == 1 and counts.calls["Apply"] == 1
 
 
 def test_the_pacer_never_exceeds_the_rate() -> None:
@@ -146,22 +146,24 @@ def unavailable() -> grpc.RpcError:
 
 def test_a_refusal_check_that_meets_a_dead_worker_fails_like_any_call() -> None:
     """UNAVAILABLE where a refusal was expected is the transport's answer, not a mismatch."""
-    tally = soak.Tally()
+    counts = soak.SoakCounts()
     with reserved_port() as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
-        table = soak.Table(stub, random.Random(0), soak.Pacer(1000.0, float("inf")), tally)
+        table = soak.Table(stub, random.Random(0), soak.Pacer(1000.0, float("inf")), counts)
         request = pb.ApplyRequest(action=pb.Action(seat=1, card="AC"), expected_seq=1)
         with pytest.raises(grpc.RpcError) as raised:
             table.refused("Apply", request, grpc.StatusCode.ABORTED, "SEQ_MISMATCH")
     assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
-    assert tally.cut_off_checks == 1
+    assert counts.cut_off_checks == 1
 
 
 def test_a_wrong_refusal_is_still_a_mismatch(server: harness.ServedProcess) -> None:
     """A deliberately wrong request refused for another reason than expected is reported."""
     with grpc.insecure_channel(server.target) as channel:
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
-        table = soak.Table(stub, random.Random(0), soak.Pacer(1000.0, float("inf")), soak.Tally())
+        table = soak.Table(
+            stub, random.Random(0), soak.Pacer(1000.0, float("inf")), soak.SoakCounts()
+        )
         started = stub.NewMatch(pb.NewMatchRequest(seed=b"mismatch"), timeout=10)
         to_move = started.legal_moves.seat
         card = started.legal_moves.moves[0].card
@@ -185,10 +187,10 @@ def test_only_unavailable_during_injected_kills_is_counted_apart(
     failure: str, kills: bool, counted: str, unavailable: grpc.RpcError
 ) -> None:
     """A mismatch fails a run with kills too; UNAVAILABLE without kills is an error."""
-    tally, faults = soak.Tally(), soak.Faults()
+    counts, faults = soak.SoakCounts(), soak.Faults()
     found = unavailable if failure == "unavailable" else soak.Mismatch("Apply refused with ...")
-    soak.count_failure(found, tally, faults, kills=kills)
+    soak.count_failure(found, counts, faults, kills=kills)
     if counted == "apart":
-        assert (faults.unavailable, tally.errors) == (1, {})
+        assert (faults.unavailable, counts.errors) == (1, {})
     else:
-        assert (faults.unavailable, dict(tally.errors)) == (0, {counted: 1})
+        assert (faults.unavailable, dict(counts.errors)) == (0, {counted: 1})

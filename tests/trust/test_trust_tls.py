@@ -18,10 +18,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from trust_support import served_port
 
 from service.config import Config
 from testkit import harness
+from tests.trust.trust_support import served_port
 
 TIMEOUT = 10.0
 

@@ -17,7 +17,7 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
 from clients import verify
-from service import convert
+from service import reading
 from service.handlers import Handlers
 from testkit.actions import action_to_proto, random_action
 
@@ -30,12 +30,12 @@ def _record(seat: int, with_actions: bool) -> dict[str, Any]:
     rnd = random.Random(seat)
     result: pb.NewMatchResponse | pb.ApplyResponse
     result = pb.NewMatchResponse.FromString(
-        handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify"))
+        handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify")).data
     )
     events = list(result.seat_events[seat].events)
     actions = []
     while result.legal_moves.HasField("seat"):
-        action = action_to_proto(random_action(convert.state_from_proto(result.state), rnd))
+        action = action_to_proto(random_action(reading.state_from_proto(result.state), rnd))
         result = pb.ApplyResponse.FromString(
             handlers.apply(pb.ApplyRequest(state=result.state, action=action))
         )

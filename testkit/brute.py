@@ -1,8 +1,9 @@
-"""An independent, deliberately naive capture-plan enumerator and hand scorer (RULES.md 1, 3, 4).
+"""An independent, naive capture-plan enumerator and hand scorer (docs/rules.md 1, 3, 4).
 
 It shares no code with engine/: cards are handled as text codes, and every rule is written
 out as plainly as possible (all subsets, all collections of disjoint groups) so that it is
-easy to check by eye. It is slow on big floors, which is fine for tests.
+easy to check by eye. It is slow on big floors, which is fine for an oracle: the engine's
+tests, the golden corpus and the engine benchmark compare the engine with it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,212 @@
+"""The servers the load benchmarks measure, and one measured load run against a server.
+
+Three kinds of server, each a context manager that yields its address and every process that
+serves: benchmarks.bench_server (the service's own server builders plus a benchmark-only no-op
+method), its --bare mode (a plain grpcio server answering health Checks: the limit of this
+stack), and `basra-rules serve` itself (testkit's launcher). `measure` sends one load
+(clients.load, in this process) and counts the wall time and the server's CPU seconds from
+/proc, since the load generator shares the machine with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from basra.v1 import rules_pb2 as pb
+
+from benchmarks import ghz_data
+from benchmarks.bench_server import NOOP_PATH
+from clients import load
+from service.handlers import Handlers
+from testkit import harness
+from testkit.ports import reserved_port
+
+ROOT = Path(__file__).resolve().parent.parent
+APPLY_PATH = "/basra.v1.RulesService/Apply"
+HEALTH_PATH = "/grpc.health.v1.Health/Check"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STARTUP_SECONDS = 60.0
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU seconds a process has used so far (all its threads)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    # The command name may hold spaces; the fields after its closing parenthesis do not.
+    fields = text[text.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / CLOCK_TICKS
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """Return the CPU seconds used so far by several processes together."""
+    return sum(proc_cpu_seconds(pid) for pid in pids)
+
+
+def descendants(pid: int) -> tuple[int, ...]:
+    """Return the pids of every process below `pid` (children, their children, ...)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running benchmark server: its address and every process that serves."""
+
+    address: str
+    pids: tuple[int, ...]
+
+
+@contextmanager
+def bench_server(
+    io: str,
+    workers: int,
+    reply_bytes: int,
+    log_level: str,
+    *,
+    sync_threads: int = 0,
+) -> Iterator[Server]:
+    """Run benchmarks.bench_server until the block ends."""
+    flags = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
+    flags += ["--metrics-port", "0", "--workers", str(workers), "--io", io]
+    with _bench_server([*flags, "--log-level", log_level]) as server:
+        yield server
+
+
+@contextmanager
+def bare_server() -> Iterator[Server]:
+    """Run the bare grpcio server (benchmarks.bench_server --bare) until the block ends."""
+    with _bench_server(["--bare"]) as server:
+        yield server
+
+
+@contextmanager
+def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
+    with reserved_port() as port:
+        command = [sys.executable, "-m", "benchmarks.bench_server", "--host", "127.0.0.1"]
+        command += ["--port", str(port), *flags]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        )
+        assert process.stdout is not None
+        line = process.stdout.readline().split()
+    try:
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"bench server did not start: {line}")
+        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def served(
+    io: str,
+    workers: int,
+    log_level: str,
+    metrics: bool = False,
+    *,
+    flags: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
+    flags = ["--workers", str(workers), "--io", io, *flags]
+    running = harness.start(
+        flags, log_level=log_level, cwd=ROOT, keep_calls=False, metrics=metrics, env=env
+    )
+    try:
+        # At a quiet log level the launcher knows that one worker serves; count the others in.
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while len(running.workers()) < workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield Server(running.target, (running.pid, *descendants(running.pid)))
+    finally:
+        running.stop()
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One measured load run."""
+
+    rpc: str
+    calls: int
+    wall_seconds: float
+    server_cpu_seconds: float
+    errors: int
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def per_cpu_second(self) -> float:
+        """Calls per server CPU-second."""
+        return self.calls / self.server_cpu_seconds if self.server_cpu_seconds else 0.0
+
+    @property
+    def per_wall_second(self) -> float:
+        """Calls per wall-clock second."""
+        return self.calls / self.wall_seconds if self.wall_seconds else 0.0
+
+
+def measure(
+    server: Server,
+    rpc: str,
+    requests: Sequence[bytes],
+    *,
+    calls: int,
+    concurrency: int,
+    connections: int,
+    rps: float = 0.0,
+    path: str = "",
+) -> Measure:
+    """Send `calls` calls of one RPC (Apply, the no-op, or `path`); count wall time and the
+    server's CPU seconds."""
+    path = path or (APPLY_PATH if rpc == "Apply" else NOOP_PATH)
+    service, _, method = path.lstrip("/").partition("/")
+    config = load.LoadConfig(
+        service=service,
+        method=method,
+        host=server.address,
+        total=calls,
+        concurrency=concurrency,
+        connections=connections,
+        rps=rps,
+        timeout=10.0,
+    )
+    before = cpu_seconds(server.pids)
+    started = time.perf_counter()
+    report = asyncio.run(load.run_load(config, requests))
+    wall = time.perf_counter() - started
+    used = cpu_seconds(server.pids) - before
+    return Measure(
+        rpc=rpc,
+        calls=report.count,
+        wall_seconds=wall,
+        server_cpu_seconds=used,
+        errors=report.count - report.statuses.get("OK", 0),
+        p50_ms=report.percentile_ns(50) / 1e6,
+        p99_ms=report.percentile_ns(99) / 1e6,
+    )
+
+
+def apply_requests() -> tuple[list[bytes], int]:
+    """Return the encoded Apply requests of the ghz data and the mean size of their replies."""
+    requests = ghz_data.read("apply.json", pb.ApplyRequest)
+    handlers = Handlers()
+    sizes = [len(handlers.apply(request)) for request in requests]
+    return [r.SerializeToString() for r in requests], round(statistics.mean(sizes))
