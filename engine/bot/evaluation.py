@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from math import comb
 
-from engine.bot.moves import MILLI, clearers, points_of
-from engine.cards import JACKS_MASK
-from engine.facts import BASRA_POINTS, DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, SEVEN_OF_DIAMONDS
+from engine.bot.moves import MILLI
+from engine.facts import BASRA_POINTS, DECK_SIZE, HAND_CARDS, MAJORITY_CARDS
 
 CLUMP = 3
 """Cards one capture takes on average, for the spread of the majority estimate."""
@@ -75,51 +74,3 @@ EXPOSURE: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
     for cards in range(HAND_CARDS + 1)
 )
 """EXPOSURE[cards][unseen][clearing]: value of a Basra chance, in thousandths of a point."""
-
-
-HORIZON_FEATURES = (
-    "majority",
-    "can clear",
-    "floor cards",
-    "own jacks",
-    "their jacks",
-    "own 7D",
-    "their 7D",
-)
-"""What the value of a position inside a round (a sampled deal: both hands known) reads, for
-the seat to move: the majority term, whether it holds a card that clears the floor, the floor
-cards, and the sweepers (jacks, the 7D) each hand still holds."""
-
-
-def horizon_features(
-    mover: int, other: int, floor: int, mine: int, theirs: int, *, majority: int
-) -> tuple[int, ...]:
-    """HORIZON_FEATURES of a position, in thousandths of a point or of a count."""
-    return (
-        majority * MAJORITY_SHARE[mine][theirs],
-        MILLI * (clearers(floor) & mover != 0),
-        MILLI * floor.bit_count(),
-        MILLI * (mover & JACKS_MASK).bit_count(),
-        MILLI * (other & JACKS_MASK).bit_count(),
-        MILLI * (mover >> SEVEN_OF_DIAMONDS & 1),
-        MILLI * (other >> SEVEN_OF_DIAMONDS & 1),
-    )
-
-
-ROUND_END_FEATURES = ("majority", "Basra chance", "floor cards", "floor points")
-"""What the value of a round's end reads, for the seat that plays first in the next round:
-the majority term, a Basra times the chance that its new hand clears the floor (from the
-cards to be dealt), the floor cards and the floor's special points."""
-
-
-def round_end_features(
-    floor: int, mine: int, theirs: int, majority: int, deck: int
-) -> tuple[int, ...]:
-    """ROUND_END_FEATURES of a round's end, in thousandths of a point or of a count."""
-    chance = EXPOSURE[HAND_CARDS][deck.bit_count()][(clearers(floor) & deck).bit_count()]
-    return (
-        majority * MAJORITY_SHARE[mine][theirs],
-        chance,
-        MILLI * floor.bit_count(),
-        points_of(floor),
-    )

@@ -16,7 +16,6 @@ from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
 from engine.bot.moves import MILLI, Effect, clearers, effects, points_of
 from engine.bot.sampling import Draws
 from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
-from engine.bot.stakes import stakes
 from engine.cards import Card, cards_of, mask_of, shows_codes
 from engine.errors import Reason, RuleError
 from engine.facts import BASRA_POINTS, DEFAULT_WORK_LIMIT, HAND_CARDS, MAJORITY_POINTS
@@ -257,13 +256,7 @@ def _strong(
         hands = list(combinations(pool, size))
     else:
         hands = balanced_hands(Draws(seed), pool, size, budget.deals)
-    decks = None
-    if info.deck_size >= 2 * HAND_CARDS and len(info.hand) + size <= CROSS_AT:
-        # Late in a round the search goes on into the next one, its deal drawn as chance.
-        draws = Draws(seed + b"/next deal")
-        unseen = info.unseen_mask
-        decks = [draws.sample(cards_of(unseen & ~mask_of(h)), 2 * HAND_CARDS) for h in hands]
-    return _search(info, options, hands, budget, spent, decks=decks, sampled=True)
+    return _search(info, options, hands, budget, spent, sampled=True)
 
 
 def search_hands(
@@ -319,23 +312,6 @@ def _search(
     depth = min(MAX_DEPTH, len(hand) + info.opponent_hand_size)
     active = list(range(n))
     history: list[list[int]] = [[] for _ in range(n)]
-    # Control variate: whether the opponent can answer a play with a Basra is known exactly in
-    # expectation (from the unseen cards, as GREEDY counts it) but varies a lot from one
-    # sampled deal to the next; taking the sampled part out and the exact mean in keeps the
-    # best-looking play from being the one whose risk the few deals happened to miss.
-    control = CONTROL and sampled and info.opponent_hand_size > 0
-    clear = [clearers(o.effect.after) & unseen for o in options]
-    exposure = EXPOSURE[info.opponent_hand_size][unseen.bit_count()]
-    risk = MILLI * BASRA_POINTS * CONTROL // MILLI
-    match = None
-    if MATCH_AWARE:
-        match = stakes(
-            (info.totals[me], info.totals[opp]),
-            (_points(info, me), _points(info, opp)),
-            points_of(mask_of(info.captured[me]) | mask_of(info.captured[opp])),
-            majority,
-            len(hand) + info.opponent_hand_size + info.deck_size,
-        )
     for number, world in enumerate(hands):
         left = budget.nodes - nodes
         if searched and left * searched < nodes:
@@ -361,24 +337,19 @@ def _search(
             break
         nodes += search.nodes
         searched += 1
-        held = mask_of(world)
-        for i, found in zip(active, values, strict=True):
-            v = found
-            if control:
-                # The opponent's Basra on the play's floor, as it fell in this deal; its exact
-                # mean is added back at the end (a control variate, below).
-                v -= risk * (clear[i] & held != 0)
-            if match is not None:
-                v = match.value(v)
+        for i, v in zip(active, values, strict=True):
             totals[i] += base + v
             deals[i] += 1
             history[i].append(v)
-    if control and searched:
-        for i in range(n):
-            totals[i] += deals[i] * exposure[clear[i].bit_count()] * CONTROL // MILLI
-    if AVERSION and sampled and searched:
-        for i in range(n):
-            totals[i] -= deals[i] * exposure[clear[i].bit_count()] * AVERSION // MILLI
+    if BASRA_AVERSION and sampled and searched:
+        # Each sampled deal is searched as if both hands were known, so a play that leaves the
+        # opponent a Basra is judged deal by deal on whether the sampled hand happens to hold
+        # the clearing card. Charging the exact chance of it (from the unseen cards, as GREEDY
+        # does) once more makes the honest bot shy of such floors: measured, it wins more.
+        exposure = EXPOSURE[info.opponent_hand_size][unseen.bit_count()]
+        for i, option in enumerate(options):
+            clearing = (clearers(option.effect.after) & unseen).bit_count()
+            totals[i] -= deals[i] * exposure[clearing] * BASRA_AVERSION // MILLI
     if not searched:
         # Not even the shallowest search of one deal fitted: value the plays alone.
         for i, (_card, (_after, gain, taken)) in enumerate(moves):
@@ -476,14 +447,8 @@ MAX_DEPTH = 7
 """Plies searched at most. A round has eight plays; at its first, the last one (the
 dealer's last card) is left to the evaluation: that frees nodes for more deals within the
 same budget (docs/bot.md, "STRONG: the search")."""
-CONTROL = 0
-"""Weight of the Basra control variate, in thousandths (0: off)."""
-MATCH_AWARE = 0
-"""Value a hand that may end the match by the chance of winning it (engine.bot.stakes)."""
-AVERSION = 0
+BASRA_AVERSION = 0
 """Screening: extra weight on the opponent's Basra chance, in thousandths (0: off)."""
-CROSS_AT = 0
-"""Plays left in the round at or below which the search crosses into a sampled next deal."""
 CROSS_PLIES = 8
 """Plies searched past the round's end when the deal fixes the next round (a told deck)."""
 CROSS_DEPTH = 12

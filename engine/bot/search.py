@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from engine.bot import fitted
 from engine.bot.evaluation import (
     EXPOSURE,
     FLOOR_CARD,
@@ -26,17 +25,13 @@ from engine.bot.evaluation import (
     MAJORITY_SHARE,
 )
 from engine.bot.moves import EQUIVALENCE, MILLI, Effect, clearers, points_of, steps_on
-from engine.cards import JACKS_MASK, SWEEPERS_MASK, Card, mask_of
-from engine.facts import DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, SEVEN_OF_DIAMONDS, TARGET
+from engine.cards import Card, mask_of
+from engine.facts import DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, TARGET
 from engine.plans import RELEVANT
 
 INFINITY = 1 << 50
 WIN_VALUE = 1000 * MILLI
 """What ending the match as its winner is worth to the exact solver, beyond the points."""
-FITTED_HORIZON = 0
-"""Value a depth limit inside a round with the fitted weights (0: the majority term alone)."""
-FITTED_ROUND_END = 0
-"""Value a round's end with the fitted weights (0: the hand-set terms)."""
 # Move ordering: bigger gains first, counting a card taken as this many thousandths.
 _ORDER_CARD = 300
 
@@ -143,24 +138,12 @@ def _round_search(
     later_deck = deck_mask & ~(first_hand | second_hand)
     later_exposure = EXPOSURE[HAND_CARDS][later_deck.bit_count()]
 
-    fitted_end = FITTED_ROUND_END
-    end_majority, end_chance, end_card, end_points = fitted.ROUND_END
-    fitted_horizon = FITTED_HORIZON
-    weights = fitted.HORIZON
-
     def evaluate(floor: int, mine: int, theirs: int) -> int:
         """The round is over: value for the seat that plays first in the next one."""
         if next_deal and floor.bit_count() + mine + theirs != boundary:
             chance = later_exposure[(clearers(floor) & later_deck).bit_count()] if floor else 0
         else:
             chance = exposure[(clearers(floor) & deck_mask).bit_count()] if floor else 0
-        if fitted_end:
-            return (
-                end_majority * majority * share[mine][theirs]
-                + end_chance * chance
-                + end_card * MILLI * floor.bit_count()
-                + end_points * points_of(floor)
-            ) // MILLI
         value = majority * share[mine][theirs]
         if not floor:
             return value
@@ -170,25 +153,6 @@ def _round_search(
             + FLOOR_CARD * floor.bit_count()
             + FLOOR_POINTS * points_of(floor) // MILLI
         )
-
-    def horizon(mover: int, other: int, floor: int, mine: int, theirs: int) -> int:
-        """A depth limit inside the round: value for the seat to move (`mover` its hand)."""
-        if not fitted_horizon:
-            return majority * share[mine][theirs]
-        w = weights[(mover | other).bit_count()]
-        value = w[0] * majority * share[mine][theirs] // MILLI
-        if floor:
-            value += w[2] * floor.bit_count()
-            if clearers(floor) & mover:
-                value += w[1]
-        if (mover | other) & SWEEPERS_MASK:
-            value += (
-                w[3] * (mover & JACKS_MASK).bit_count()
-                + w[4] * (other & JACKS_MASK).bit_count()
-                + w[5] * (mover >> SEVEN_OF_DIAMONDS & 1)
-                + w[6] * (other >> SEVEN_OF_DIAMONDS & 1)
-            )
-        return value
 
     def round_over(  # noqa: PLR0917
         floor: int,
@@ -256,11 +220,11 @@ def _round_search(
                         best = value
                 return best
             if depth <= 1:
-                for moved, gain, taken in zip(items, items, items, strict=True):
+                for _moved, gain, taken in zip(items, items, items, strict=True):
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
-                    value = gain - horizon(other, 0, floor ^ moved, theirs, mine + taken)
+                    value = gain - majority * share[theirs][mine + taken]
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
@@ -315,11 +279,11 @@ def _round_search(
                 children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
         children.sort(reverse=True)
         if depth <= 1:
-            for _, after, gain, taken, rest in children:
+            for _, _after, gain, taken, _rest in children:
                 if nodes >= node_limit:
                     raise OutOfNodes
                 nodes += 1
-                value = gain - horizon(other, rest, after, theirs, mine + taken)
+                value = gain - majority * share[theirs][mine + taken]
                 if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                     best = value
         else:
