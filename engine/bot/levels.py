@@ -447,8 +447,10 @@ MAX_DEPTH = 7
 """Plies searched at most. A round has eight plays; at its first, the last one (the
 dealer's last card) is left to the evaluation: that frees nodes for more deals within the
 same budget (docs/bot.md, "STRONG: the search")."""
-BASRA_AVERSION = 0
-"""Screening: extra weight on the opponent's Basra chance, in thousandths (0: off)."""
+BASRA_AVERSION = 1000
+"""Weight of the opponent's exact Basra chance charged once more to each sampled play, in
+thousandths (1000: once; 0: off). Chosen by screens against GREEDY (docs/bot.md, "The
+levers measured")."""
 CROSS_PLIES = 8
 """Plies searched past the round's end when the deal fixes the next round (a told deck)."""
 CROSS_DEPTH = 12
