@@ -450,7 +450,7 @@ same budget (docs/bot.md, "STRONG: the search")."""
 BASRA_AVERSION = 1000
 """Weight of the opponent's exact Basra chance charged once more to each sampled play, in
 thousandths (1000: once; 0: off). Chosen by screens against GREEDY (docs/bot.md, "The
-levers measured")."""
+levers of issue 18")."""
 CROSS_PLIES = 8
 """Plies searched past the round's end when the deal fixes the next round (a told deck)."""
 CROSS_DEPTH = 12
