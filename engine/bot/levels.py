@@ -256,7 +256,7 @@ def _strong(
         hands = list(combinations(pool, size))
     else:
         hands = balanced_hands(Draws(seed), pool, size, budget.deals)
-    return _search(info, options, hands, budget, spent, sampled=True)
+    return _search(info, options, hands, budget, spent)
 
 
 def search_hands(
@@ -292,7 +292,6 @@ def _search(
     spent: int,
     *,
     decks: list[tuple[Card, ...]] | None = None,
-    sampled: bool = False,
 ) -> Suggestion:
     """Search the deals of the given opponent hands, one after another, within the budget
     (of which `spent` nodes are already gone); `decks`, when given, the deck order of each."""
@@ -341,15 +340,6 @@ def _search(
             totals[i] += base + v
             deals[i] += 1
             history[i].append(v)
-    if BASRA_AVERSION and sampled and searched:
-        # Each sampled deal is searched as if both hands were known, so a play that leaves the
-        # opponent a Basra is judged deal by deal on whether the sampled hand happens to hold
-        # the clearing card. Charging the exact chance of it (from the unseen cards, as GREEDY
-        # does) once more makes the honest bot shy of such floors: measured, it wins more.
-        exposure = EXPOSURE[info.opponent_hand_size][unseen.bit_count()]
-        for i, option in enumerate(options):
-            clearing = (clearers(option.effect.after) & unseen).bit_count()
-            totals[i] -= deals[i] * exposure[clearing] * BASRA_AVERSION // MILLI
     if not searched:
         # Not even the shallowest search of one deal fitted: value the plays alone.
         for i, (_card, (_after, gain, taken)) in enumerate(moves):
@@ -447,10 +437,6 @@ MAX_DEPTH = 7
 """Plies searched at most. A round has eight plays; at its first, the last one (the
 dealer's last card) is left to the evaluation: that frees nodes for more deals within the
 same budget (docs/bot.md, "STRONG: the search")."""
-BASRA_AVERSION = 1000
-"""Weight of the opponent's exact Basra chance charged once more to each sampled play, in
-thousandths (1000: once; 0: off). Chosen by screens against GREEDY (docs/bot.md, "The
-levers of issue 18")."""
 CROSS_PLIES = 8
 """Plies searched past the round's end when the deal fixes the next round (a told deck)."""
 CROSS_DEPTH = 12

@@ -26,9 +26,7 @@ from engine import (
     plans_for,
 )
 from engine import plans as plans_module
-from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, Why, levels, suggest
-from engine.bot.evaluation import EXPOSURE
-from engine.bot.moves import MILLI, clearers, effects
+from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, Why, suggest
 from engine.plans import plans_unmemoised
 from engine.view import information_set
 from testkit.actions import play_match
@@ -257,46 +255,6 @@ def test_an_empty_budget_is_refused(budget: Budget) -> None:
     with pytest.raises(RuleError) as refused:
         _suggest(state, Level.STRONG, budget)
     assert refused.value.reason == "INVALID_ACTION"
-
-
-def test_strong_charges_the_opponents_basra_chance_once_more(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With BASRA_AVERSION on, each searched play's value is the value without it less the
-    exact chance that the opponent's hand clears the floor it leaves, times 10 points (as
-    GREEDY counts it), and nothing else changes."""
-    charged = 0
-    for state in STATES[1::9]:
-        if not state.deck:
-            continue  # the last round is solved exactly, not sampled
-        seat = state.to_move
-        assert seat is not None
-        info = information_set(state, seat)
-        on = suggest(info, Level.STRONG)
-        monkeypatch.setattr(levels, "BASRA_AVERSION", 0)
-        off = suggest(info, Level.STRONG)
-        monkeypatch.undo()
-        if on.reason is Why.ONLY_MOVE or not on.deals:
-            continue
-        unseen = info.unseen_mask
-        exposure = EXPOSURE[info.opponent_hand_size][unseen.bit_count()]
-        before = {(c.card, c.plan_id): c for c in off.candidates}
-        for candidate in on.candidates:
-            plain = before[(candidate.card, candidate.plan_id)]
-            assert candidate.deals == plain.deals
-            after = next(
-                e.after
-                for e, plan in zip(
-                    effects(candidate.card, info.floor_mask),
-                    plans_for(candidate.card, info.floor_mask) or [None],
-                    strict=True,
-                )
-                if plan is None or candidate.plan_id in (None, plan.id)
-            )
-            charge = exposure[(clearers(after) & unseen).bit_count()] / MILLI
-            assert candidate.value == pytest.approx(plain.value - charge, abs=1e-9)
-            charged += charge > 0
-    assert charged  # some play left a floor the opponent may clear
 
 
 def test_the_search_keeps_the_floors_it_visits_out_of_the_plans_memo() -> None:
