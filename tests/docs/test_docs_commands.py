@@ -221,17 +221,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),
-    "git worktree add /tmp/base 78cc514": NotRun(
-        "adds a worktree of an older commit to the reader's clone; the --baseline command is run "
-        "here against this checkout itself"
-    ),
-    (
-        "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --baseline /tmp/base --procs 1 "
-        "--start 0 --pair STRONG BASE 25 --pair STRONG GREEDY 25 --json-out /tmp/final-0.json"
-    ): Run(extra=("--baseline", ".", "--seeds", "2")),
     (
         "nice -n 10 .venv/bin/python -m benchmarks.bot_budgets --budgets 1:60 4:500 8:1100 "
-        "16:2200 32:5000 --seeds 30 --procs 1 --matches 20 --warm 5 --cpu 1 --json-out "
+        "16:2200 32:5000 --seeds 30 --procs 2 --matches 20 --warm 5 --cpu 1 --json-out "
         "/tmp/budgets.json --png /tmp/bot_budgets.png"
     ): Run(extra=("--budgets", "1:60", "2:200", "--seeds", "2", "--matches", "1", "--warm", "1")),
     ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
