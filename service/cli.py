@@ -28,7 +28,8 @@ def serve(args: argparse.Namespace) -> int:
     try:
         settings = config.resolve(flags, os.environ)
         # Keys and certificates are read here once, so bad ones stop the server at start.
-        signing.load_keys(settings.signing_keys, settings.signing_keys_file)
+        keyring = signing.load_keys(settings.signing_keys, settings.signing_keys_file)
+        signing.check_window(keyring, settings.signing_accept_unsigned)
         files = tls.tls_files(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         if files is not None:
             tls.check_files(files)

@@ -72,13 +72,16 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
     limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
+    window = config.signing_accept_unsigned
     if metrics is None:
-        return Handlers(limits, keyring=keyring)
+        return Handlers(limits, keyring=keyring, accept_unsigned=window)
     return Handlers(
         limits,
         observe_plan_seconds=metrics.observe_plan,
         observe_suggestion=metrics.observe_suggestion,
         keyring=keyring,
+        accept_unsigned=window,
+        observe_seal=metrics.observe_seal,
     )
 
 
