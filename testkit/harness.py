@@ -219,13 +219,16 @@ def start(
     log_level: str = "info",
     metrics: bool = False,
     keep_calls: bool = True,
+    program: Sequence[str] | None = None,
 ) -> ServedProcess:
     """Start `basra-rules serve` on loopback with JSON logs and the given flags; wait for it.
 
     `env` is added to this process's environment (to nothing but `env` when `inherit_env`
-    is false). With `metrics`, /metrics is served on a port held free until the server binds
-    it; without, metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
-    is held the same way and the server counts as started once its health check says SERVING.
+    is false). `program` is the `basra-rules` command to run (default: this environment's;
+    testkit.releases gives a previous release's). With `metrics`, /metrics is served on a
+    port held free until the server binds it; without, metrics are off. At a quiet
+    `log_level` (no "serving" line) the gRPC port is held the same way and the server counts
+    as started once its health check says SERVING.
     """
     with ExitStack() as holding:
         quiet = log_level in QUIET_LEVELS
@@ -233,7 +236,7 @@ def start(
         metrics_port = holding.enter_context(reserved_port()) if metrics else 0
         process = subprocess.Popen(
             [
-                *command(),
+                *(program or command()),
                 "serve",
                 "--host",
                 LOOPBACK,

@@ -257,6 +257,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "kubectl apply -k overlays/prod": NotRun(
         "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"
     ),
+    # docs/service.md, "Changing a running deployment"
+    "kubectl rollout status": NotRun(
+        "needs a cluster; tests/rollout/ rolls each procedure out on loopback instead"
+    ),
+    "kubectl rollout restart deployment/<release>": NotRun(
+        "needs a cluster; tests/rollout/ restarts pods with a renewed certificate instead"
+    ),
     # docs/determinism.md
     ".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json": Run(
         server="--target"
