@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from pathlib import Path
 
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
+from cryptography.hazmat.primitives import serialization
 
 from service.config import Config
 from testkit import harness
-from testkit.pki import PKI, make_pki
+from testkit.pki import PKI, Issued, make_pki
 from tests.trust.trust_support import served_port
 
 TIMEOUT = 10.0
@@ -111,3 +114,75 @@ def test_unusable_security_settings_stop_the_server_at_start(
     )
     assert done.returncode == 2
     assert problem in done.stderr
+
+
+def _corrupt(pem: bytes) -> bytes:
+    """The same PEM with a line of its base64 body replaced: still PEM, no longer DER."""
+    lines = pem.splitlines(keepends=True)
+    lines[2] = b"A" * (len(lines[2]) - 1) + b"\n"
+    return b"".join(lines)
+
+
+def _encrypted(issued: Issued) -> bytes:
+    key = serialization.load_pem_private_key(issued.key, None)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+
+
+# What a case writes ("which": the setting's file to replace, and its new content), what the
+# server must say: the setting at fault and words of the sentence.
+BAD_FILES = {
+    "key of another certificate": ("key", lambda p: p.client.key, "KEY", "is not the key of"),
+    "corrupt certificate body": ("cert", lambda p: _corrupt(p.server.cert), "CERT", "no cert"),
+    "corrupt key body": ("key", lambda p: _corrupt(p.server.key), "KEY", "not a private key"),
+    "encrypted key": ("key", lambda p: _encrypted(p.server), "KEY", "is encrypted"),
+    "key in place of certificate": ("cert", lambda p: p.server.key, "CERT", "no cert"),
+    "client CA not a CA": ("client_ca", lambda p: p.server.cert, "CLIENT_CA", "not a CA"),
+    "client CA corrupt": ("client_ca", lambda p: _corrupt(p.ca.cert), "CLIENT_CA", "no cert"),
+    "missing key": ("key", None, "KEY", "cannot read"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_every_unusable_tls_file_or_pair_stops_the_server_naming_file_and_problem(
+    pki: PKI, tmp_path: Path, case: str
+) -> None:
+    """Exit 2 with one JSON line on standard error: the problem, the file, its setting; no
+    port bound, no metrics directory made."""
+    which, content, setting, words = BAD_FILES[case]
+    paths = {
+        "cert": pki.server.cert_path,
+        "key": pki.server.key_path,
+        "client_ca": pki.ca.cert_path,
+    }
+    bad = tmp_path / f"bad-{which}.pem"
+    if content is not None:
+        bad.write_bytes(content(pki))
+    paths[which] = str(bad)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {
+        "BASRA_TLS_CERT": paths["cert"],
+        "BASRA_TLS_KEY": paths["key"],
+        "BASRA_TLS_CLIENT_CA": paths["client_ca"],
+        "TMPDIR": str(scratch),
+    }
+    done = subprocess.run(
+        [*harness.command(), "serve", "--port", "0", "--metrics-port", "0"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    said = json.loads(lines[0])
+    assert said["event"] == "cannot start" and said["level"] == "error"
+    assert said["setting"] == f"BASRA_TLS_{setting}" and said["file"] == str(bad)
+    assert words in said["error"] and str(bad) in said["error"]
+    assert list(scratch.iterdir()) == []
