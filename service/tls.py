@@ -85,7 +85,7 @@ def _certificates(data: bytes, path: str, what: str, setting: str) -> list[Any]:
         ) from None
 
 
-def _private_key(data: bytes, path: str) -> Any:
+def _private_key(data: bytes, path: str, setting: str) -> Any:
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
@@ -95,13 +95,13 @@ def _private_key(data: bytes, path: str) -> Any:
         raise TLSConfigError(
             f"the TLS key {path} is encrypted; the server needs it unencrypted",
             file=path,
-            setting=KEY_SETTING,
+            setting=setting,
         ) from None
     except (ValueError, UnsupportedAlgorithm) as error:
         raise TLSConfigError(
             f"the TLS key {path} is not a private key that can be read ({error})",
             file=path,
-            setting=KEY_SETTING,
+            setting=setting,
         ) from None
 
 
@@ -125,33 +125,43 @@ def _is_ca(certificate: Any) -> bool:
     return bool(constraints.value.ca)
 
 
-def check_files(files: TLSFiles) -> None:
-    """Read every file once, so that any unusable one (or pair) stops the server at start."""
-    chain = _certificates(
-        _read(files.cert, "certificate", CERT_SETTING), files.cert, "certificate", CERT_SETTING
-    )
-    key = _private_key(_read(files.key, "key", KEY_SETTING), files.key)
-    if _public(key.public_key()) != _public(chain[0].public_key()):
+def check_pair(cert: str, key: str, cert_setting: str, key_setting: str) -> tuple[bytes, bytes]:
+    """Read a certificate chain and its key, checked to parse and to belong together (the key
+    is the first certificate's); return their PEM bytes. `*_setting` name the files' settings
+    (variables of the server, flags of a client) in what is refused."""
+    chain_pem = _read(cert, "certificate", cert_setting)
+    chain = _certificates(chain_pem, cert, "certificate", cert_setting)
+    key_pem = _read(key, "key", key_setting)
+    private = _private_key(key_pem, key, key_setting)
+    if _public(private.public_key()) != _public(chain[0].public_key()):
         raise TLSConfigError(
-            f"the TLS key {files.key} is not the key of the certificate {files.cert} "
+            f"the TLS key {key} is not the key of the certificate {cert} "
             "(the first certificate of the file)",
-            file=files.key,
-            setting=KEY_SETTING,
+            file=key,
+            setting=key_setting,
         )
-    if files.client_ca is None:
-        return
-    path = files.client_ca
-    roots = _certificates(
-        _read(path, "client CA", CLIENT_CA_SETTING), path, "client CA", CLIENT_CA_SETTING
-    )
-    for certificate in roots:
-        if not _is_ca(certificate):
+    return chain_pem, key_pem
+
+
+def read_roots(path: str, what: str, setting: str, *, only_cas: bool) -> bytes:
+    """Read a CA bundle, checked to parse (and, with `only_cas`, to hold CAs alone)."""
+    data = _read(path, what, setting)
+    for certificate in _certificates(data, path, what, setting):
+        if only_cas and not _is_ca(certificate):
             raise TLSConfigError(
-                f"the TLS client CA {path} holds a certificate that is not a CA "
+                f"the TLS {what} {path} holds a certificate that is not a CA "
                 f"({certificate.subject.rfc4514_string()} has no basicConstraints CA:TRUE)",
                 file=path,
-                setting=CLIENT_CA_SETTING,
+                setting=setting,
             )
+    return data
+
+
+def check_files(files: TLSFiles) -> None:
+    """Read every file once, so that any unusable one (or pair) stops the server at start."""
+    check_pair(files.cert, files.key, CERT_SETTING, KEY_SETTING)
+    if files.client_ca is not None:
+        read_roots(files.client_ca, "client CA", CLIENT_CA_SETTING, only_cas=True)
 
 
 def server_credentials(files: TLSFiles) -> grpc.ServerCredentials:

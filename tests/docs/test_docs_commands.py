@@ -210,6 +210,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.rpc_cpu --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
+    ".venv/bin/python -m benchmarks.call_end --rounds 7": Run(extra=("--rounds", "1")),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),

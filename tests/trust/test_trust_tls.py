@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -19,6 +21,7 @@ from testkit.pki import PKI, Issued, make_pki
 from tests.trust.trust_support import served_port
 
 TIMEOUT = 10.0
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +137,7 @@ def _encrypted(issued: Issued) -> bytes:
 
 # What a case writes ("which": the setting's file to replace, and its new content), what the
 # server must say: the setting at fault and words of the sentence.
-BAD_FILES = {
+BAD_FILES: dict[str, tuple[str, Callable[[PKI], bytes] | None, str, str]] = {
     "key of another certificate": ("key", lambda p: p.client.key, "KEY", "is not the key of"),
     "corrupt certificate body": ("cert", lambda p: _corrupt(p.server.cert), "CERT", "no cert"),
     "corrupt key body": ("key", lambda p: _corrupt(p.server.key), "KEY", "not a private key"),
@@ -186,3 +189,94 @@ def test_every_unusable_tls_file_or_pair_stops_the_server_naming_file_and_proble
     assert said["setting"] == f"BASRA_TLS_{setting}" and said["file"] == str(bad)
     assert words in said["error"] and str(bad) in said["error"]
     assert list(scratch.iterdir()) == []
+
+
+def _client(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BASRA_SIGNING")}
+    return subprocess.run(
+        [*harness.command(), *args],
+        env={**environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+def test_play_and_load_speak_tls_to_a_server_that_signs(
+    pki: PKI, tmp_path: Path, mutual: bool
+) -> None:
+    """`play` and `load` with the TLS flags (and, for mutual TLS, this client's certificate)
+    against a server that signs: play carries the signed states to the end of a match; load,
+    given the keys, seals its data's states and every call is answered; without them every
+    call is refused, as the server must."""
+    keys_file = tmp_path / "keys"
+    keys_file.write_text("k1:" + base64.b64encode(bytes(range(32))).decode() + "\n")
+    env = {
+        "BASRA_TLS_CERT": pki.server.cert_path,
+        "BASRA_TLS_KEY": pki.server.key_path,
+        "BASRA_SIGNING_KEYS_FILE": str(keys_file),
+    }
+    flags = ["--tls-ca", pki.ca.cert_path]
+    if mutual:
+        env["BASRA_TLS_CLIENT_CA"] = pki.ca.cert_path
+        flags += ["--tls-cert", pki.client.cert_path, "--tls-key", pki.client.key_path]
+    served = harness.start(["--workers", "1"], env=env)
+    try:
+        target = served.target
+        played = _client(
+            "play", "--target", target, "--seed", "01", "--bots", "random", "random", *flags
+        )
+        assert played.returncode == 0, played.stderr
+        assert "its SHA-256 is the commitment" in played.stdout
+        plain = _client("play", "--target", target, "--seed", "01")
+        assert plain.returncode == 1 and "call failed: UNAVAILABLE" in plain.stderr
+        if mutual:
+            anonymous = _client("play", "--target", target, "--tls-ca", pki.ca.cert_path)
+            assert anonymous.returncode == 1 and "UNAVAILABLE" in anonymous.stderr
+        config = tmp_path / "apply.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "call": "basra.v1.RulesService.Apply",
+                    "insecure": False,
+                    "cacert": pki.ca.cert_path,
+                    "data-file": str(REPO / "deploy" / "ghz" / "data" / "apply.json"),
+                    "total": 120,
+                    "concurrency": 4,
+                }
+            )
+        )
+        mine = (
+            ["--tls-cert", pki.client.cert_path, "--tls-key", pki.client.key_path] if mutual else []
+        )
+        sealed = _client(
+            "load",
+            str(config),
+            "--host",
+            target,
+            "--json",
+            *mine,
+            env={"BASRA_SIGNING_KEYS_FILE": str(keys_file)},
+        )
+        assert sealed.returncode == 0, sealed.stderr
+        assert json.loads(sealed.stdout)["statusCodeDistribution"] == {"OK": 120}
+        unsealed = _client("load", str(config), "--host", target, "--json", *mine)
+        assert json.loads(unsealed.stdout)["statusCodeDistribution"] == {"Unauthenticated": 120}
+    finally:
+        assert served.stop() == 0
+
+
+def test_a_client_refuses_an_unusable_tls_file_before_calling(pki: PKI, tmp_path: Path) -> None:
+    """The clients read their TLS files with the server's checks: exit 2, the file named."""
+    missing = str(tmp_path / "missing.pem")
+    played = _client("play", "--target", "127.0.0.1:1", "--tls-ca", missing)
+    assert played.returncode == 2 and missing in played.stderr
+    swapped = ["--tls-cert", pki.client.cert_path, "--tls-key", pki.server.key_path]
+    played = _client("play", "--target", "127.0.0.1:1", *swapped)
+    assert played.returncode == 2 and "is not the key of" in played.stderr
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"call": "basra.v1.RulesService.NewMatch", "cacert": missing}))
+    loaded = _client("load", str(config), "--host", "127.0.0.1:1")
+    assert loaded.returncode == 2 and missing in loaded.stderr
