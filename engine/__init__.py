@@ -17,10 +17,10 @@ from engine.events import (
     Swept,
     Trailed,
 )
-from engine.facts import MAX_PLANS
+from engine.facts import DEFAULT_WORK_LIMIT, MAX_PLANS
 from engine.infoset import InformationSet
 from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
-from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
+from engine.plans import Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status

@@ -8,10 +8,10 @@ from engine import rng
 from engine.cards import Card, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
-from engine.facts import SEATS
+from engine.facts import DEFAULT_WORK_LIMIT, SEATS
 from engine.infoset import InformationSet
 from engine.match import Move, PlanGenerator, legal_moves
-from engine.plans import DEFAULT_WORK_LIMIT, plans_for
+from engine.plans import plans_for
 from engine.state import State, Status
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import _async as health_aio  # the module health.aio re-exports
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
+from service import reflection
 from service.config import Config
 from service.grace import Grace
 from service.handlers import Handlers, Limits
@@ -106,13 +106,6 @@ def _bind(server: Any, address: str, config: Config) -> int:
     return port
 
 
-def _service_names(config: Config) -> tuple[str, ...]:
-    names = [SERVICE_NAME, HEALTH_SERVICE_NAME]
-    if config.reflection:
-        names.append(reflection.SERVICE_NAME)
-    return tuple(names)
-
-
 # After grpc's stop returns, how long handlers still running (their calls cut at the end of
 # the grace) may take to finish by default, so that their log lines and counts come before a
 # worker's last flush (a worker gives them what its supervisor's margin leaves: workers.py).
@@ -167,7 +160,7 @@ def build_sync(
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
-        reflection.enable_server_reflection(_service_names(config), server)
+        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return SyncServer(server, health_servicer, bound, executor, observer.grace)
 
@@ -212,6 +205,6 @@ async def build_async(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
-        reflection.enable_server_reflection(_service_names(config), server)
+        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return AsyncServer(server, health_servicer, bound, observer.grace)

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -224,9 +223,16 @@ def supervise(config: Config, logger: Logger) -> int:
     # Made once the port is ours, and removed by the `finally` below on every way out, so that
     # no failed start leaves a directory behind.
     own_dir = config.metrics_dir is None
-    directory = metrics.prepare_directory(
-        config.metrics_dir or tempfile.mkdtemp(prefix="basra-metrics-")
-    )
+    try:
+        directory = metrics.prepare_directory(config.metrics_dir)
+    except OSError as error:
+        reservation.close()
+        logger.error(
+            "cannot use the metrics directory",
+            metrics_dir=config.metrics_dir or "(a new temporary directory)",
+            error=metrics.describe_os_error(error),
+        )
+        return 1
     metrics.enable_multiprocess(directory)
     try:
         metrics_port = None
