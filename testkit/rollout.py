@@ -52,7 +52,7 @@ LOOK_SHARE = 0.2
 PRESTOP_SECONDS = 0.5
 # States that must cross from each configuration to the other while both serve.
 CROSSINGS = 25
-WAIT_SECONDS = 120.0
+WAIT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,12 @@ class Rollout:
         self.retired.append(pod)
 
     def _play(self, index: int) -> None:
+        try:
+            self._play_on(index)
+        except Exception as error:  # a broken match thread is a failure, not a quiet exit
+            self._fail(Failure("-", "-", None, "CRASH", None, repr(error)))
+
+    def _play_on(self, index: int) -> None:
         rnd = random.Random(f"{self._seed}/{index}")
         while not self._stopping.is_set():
             held = self._held[index]

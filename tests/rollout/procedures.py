@@ -26,7 +26,8 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "rotate-signing-key": ("",),
     "turn-signing-off": ("",),
     "change-a-setting": ("workers", "tracing"),
-    "renew-tls-certificate": ("",),
+    "renew-tls-certificate": ("same-ca", "another-ca"),
+    "switch-tls": ("tls-on", "mutual-tls-on", "tls-off"),
     "upgrade-release": ("plain", "signed"),
 }
 """Every procedure of the docs, and the variants it is rolled out in."""
@@ -76,9 +77,21 @@ class Setting:
     pki: PKI
     renewed: Issued
     """A second server certificate of the PKI's CA."""
+    other_ca: Issued
+    """Another CA, for a renewal whose certificate comes from another CA."""
+    elsewhere: Issued
+    """A server certificate of `other_ca`."""
     release: Release
     collector: str
     """An OTLP/gRPC endpoint for traced pods."""
+
+
+def tls(name: str, cert: Issued, credentials: grpc.ChannelCredentials, client_ca: str = "") -> Spec:
+    """A configuration serving TLS with this certificate (mutual TLS with a client CA)."""
+    env = {"BASRA_TLS_CERT": cert.cert_path, "BASRA_TLS_KEY": cert.key_path}
+    if client_ca:
+        env["BASRA_TLS_CLIENT_CA"] = client_ca
+    return Spec(name, env=env, credentials=credentials)
 
 
 def procedure(name: str, variant: str, setting: Setting) -> Procedure:
@@ -102,17 +115,24 @@ def procedure(name: str, variant: str, setting: Setting) -> Procedure:
         traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": setting.collector, "BASRA_TRACING": "true"}
         return Procedure(Spec("untraced"), (Step(Spec("traced", env=traced)),))
     if name == "renew-tls-certificate":
-        trust = grpc.ssl_channel_credentials(setting.pki.ca.cert)
-
-        def tls(spec_name: str, cert: Issued) -> Spec:
-            env = {"BASRA_TLS_CERT": cert.cert_path, "BASRA_TLS_KEY": cert.key_path}
-            return Spec(spec_name, env=env, credentials=trust)
-
-        first, renewed = (
-            tls("certificate 1", setting.pki.server),
-            tls("certificate 2", setting.renewed),
-        )
-        return Procedure(first, (Step(renewed),))
+        # Another CA's certificate: the clients trust both CAs first, as the step says.
+        cas = setting.pki.ca.cert + (setting.other_ca.cert if variant == "another-ca" else b"")
+        trust = grpc.ssl_channel_credentials(cas)
+        renewed = setting.elsewhere if variant == "another-ca" else setting.renewed
+        first = tls("certificate 1", setting.pki.server, trust)
+        return Procedure(first, (Step(tls("certificate 2", renewed, trust)),))
+    if name == "switch-tls":
+        # The clients move from the old release to the new one, lobby replica by lobby
+        # replica: meanwhile a match's next call goes to either, each over its own channel.
+        pki = setting.pki
+        server_only = tls("TLS", pki.server, grpc.ssl_channel_credentials(pki.ca.cert))
+        if variant == "tls-on":
+            return Procedure(OFF, (Step(server_only),))
+        if variant == "tls-off":
+            return Procedure(server_only, (Step(OFF),))
+        mutual = grpc.ssl_channel_credentials(pki.ca.cert, pki.client.key, pki.client.cert)
+        both = tls("mutual TLS", pki.server, mutual, client_ca=pki.ca.cert_path)
+        return Procedure(OFF, (Step(both),))
     if name == "upgrade-release":
         if variant == "signed":
             before = signing("last release", "k1", release=setting.release)

@@ -54,7 +54,9 @@ def _placeholder_setting() -> Setting:
     """A Setting whose objects are never started: only the steps' shape is read."""
     nothing = Issued(b"", b"", "", "")
     pki = PKI(nothing, nothing, nothing, nothing)
-    return Setting(pki, nothing, Release(LAST_RELEASE, REPO), "http://127.0.0.1:1")
+    return Setting(
+        pki, nothing, nothing, nothing, Release(LAST_RELEASE, REPO), "http://127.0.0.1:1"
+    )
 
 
 def step_problems(name: str, text: str) -> list[str]:

@@ -20,6 +20,10 @@ from testkit.releases import Release
 from testkit.rollout import Rollout, failures_by_kind
 from tests.rollout.procedures import OFF, REQUIRED, VARIANTS, Setting, procedure, signing
 
+# Each rollout takes seconds (under ten on a quiet machine); a stuck one fails here, well
+# before the suite's own limit, and its pods are stopped on the way out.
+pytestmark = pytest.mark.timeout(120)
+
 CASES = [(name, variant) for name, variants in VARIANTS.items() for variant in variants]
 BAD_SIGNATURE = ("UNAUTHENTICATED", "BAD_SIGNATURE")
 
@@ -32,12 +36,15 @@ def last_release(tmp_path_factory: pytest.TempPathFactory) -> Release:
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory, last_release: Release) -> Iterator[Setting]:
-    """Certificates (two server certificates of one CA), the last release, a collector."""
+    """Certificates (two server certificates of one CA, one of another), the last release, a
+    collector."""
     directory = tmp_path_factory.mktemp("pki")
     pki = make_pki(directory)
     renewed = issue(directory, "renewed", pki.ca, "server")
+    other_ca = issue(directory, "renewal-ca")
+    elsewhere = issue(directory, "elsewhere", other_ca, "server")
     with otlp.receiving(keep=False) as receiver:
-        yield Setting(pki, renewed, last_release, receiver.endpoint)
+        yield Setting(pki, renewed, other_ca, elsewhere, last_release, receiver.endpoint)
 
 
 def check_clean(rollout: Rollout) -> None:
@@ -49,6 +56,12 @@ def check_clean(rollout: Rollout) -> None:
         assert tally.by_pod[pod.spec.name] > 0, pod.spec.name
         assert pod.served.find("stopped"), pod.spec.name
     assert tally.calls["Apply"] > 0 and tally.calls["NewMatch"] >= 16
+    crossed = sum(tally.crossings.values())
+    print(  # shown with -s: what one walk-through checked
+        f"{sum(tally.calls.values())} calls ({crossed} with a state another configuration "
+        f"made), {tally.matches} matches begun, {tally.finished} finished, "
+        f"{len(rollout.retired)} pods drained"
+    )
 
 
 @pytest.mark.parametrize(("name", "variant"), CASES, ids=[f"{n}-{v}".strip("-") for n, v in CASES])
