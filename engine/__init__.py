@@ -25,7 +25,16 @@ from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status
 from engine.validate import check_state
-from engine.view import HiddenDeal, SeatView, information_set, seat_events, seat_view
+from engine.view import (
+    HiddenDeal,
+    PublicView,
+    SeatView,
+    information_set,
+    public_events,
+    public_view,
+    seat_events,
+    seat_view,
+)
 
 __all__ = [
     "DEFAULT_WORK_LIMIT",
@@ -46,6 +55,7 @@ __all__ = [
     "MatchOver",
     "Move",
     "Plan",
+    "PublicView",
     "Reason",
     "ReplayResult",
     "RuleError",
@@ -67,6 +77,8 @@ __all__ = [
     "parse_card",
     "parse_cards",
     "plans_for",
+    "public_events",
+    "public_view",
     "replay",
     "score_hand",
     "seat_events",

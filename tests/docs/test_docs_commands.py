@@ -308,6 +308,23 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4317 .venv/bin/basra-rules serve "
         "--tracing"
     ): Serve(),
+    # docs/integration.md
+    "bash examples/lobby/try.sh": NotRun(
+        "starts both servers until Ctrl-C; tests/lobby runs this script on free ports "
+        "(LOBBY_PORT=0) and drives its pages in headless Chromium"
+    ),
+    (
+        ".venv/bin/basra-rules play --target localhost:50051 --bots greedy random --record "
+        "/tmp/match.json"
+    ): Run(address="localhost:50051"),
+    (
+        '.venv/bin/python -c "import grpc, pathlib; from basra.v1 import rules_pb2 as pb, '
+        "rules_pb2_grpc as rpc; channel = grpc.insecure_channel('localhost:50051', "
+        "options=[('grpc.service_config', "
+        "pathlib.Path('deploy/grpc-service-config.json').read_text())]); "
+        "print(rpc.RulesServiceStub(channel).NewMatch(pb.NewMatchRequest(seed=b'x'))"
+        '.state.hand_number)"'
+    ): Run(address="localhost:50051"),
     # docs/load-testing.md
     ".venv/bin/python -m benchmarks.ghz_data": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
