@@ -31,14 +31,9 @@ from testkit import harness
 from testkit.harness import ServedProcess
 
 IOS = ["sync", "asyncio"]
-# The retry policy docs/service.md asks of clients ("Shutdown"): UNAVAILABLE and CANCELLED.
-RETRY_POLICY = {
-    "maxAttempts": 4,
-    "initialBackoff": "0.1s",
-    "maxBackoff": "1s",
-    "backoffMultiplier": 2,
-    "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
-}
+# The published service config, whose retry policy docs/service.md asks of clients
+# ("Shutdown"): UNAVAILABLE and CANCELLED among the codes retried.
+SERVICE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "grpc-service-config.json"
 # Answers before SIGTERM and after it, so that the signal lands in a stream of calls.
 BEFORE, AFTER = 300, 300
 WAIT_SECONDS = 60.0
@@ -140,17 +135,15 @@ def test_calls_cancelled_at_sigterm_never_reached_the_service(io: str) -> None:
 def test_a_client_retrying_unavailable_and_cancelled_loses_no_call_across_sigterm(
     io: str,
 ) -> None:
-    """Two servers behind one round_robin channel with the documented retry policy: SIGTERM
+    """Two servers behind one round_robin channel with the published service config: SIGTERM
     to one of them mid-burst, and every call is answered."""
+    published = json.loads(SERVICE_CONFIG.read_text(encoding="utf-8"))
+    retried = published["methodConfig"][0]["retryPolicy"]["retryableStatusCodes"]
+    assert {"UNAVAILABLE", "CANCELLED"} <= set(retried)
     first = harness.start(["--workers", "1", "--io", io])
     second = harness.start(["--workers", "1", "--io", io])
     try:
-        config = {
-            "loadBalancingConfig": [{"round_robin": {}}],
-            "methodConfig": [
-                {"name": [{"service": "basra.v1.RulesService"}], "retryPolicy": RETRY_POLICY}
-            ],
-        }
+        config = {**published, "loadBalancingConfig": [{"round_robin": {}}]}
         target = f"ipv4:{first.target},{second.target}"
         options = [
             ("grpc.service_config", json.dumps(config)),
