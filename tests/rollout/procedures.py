@@ -25,12 +25,32 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "turn-signing-on": ("",),
     "rotate-signing-key": ("",),
     "turn-signing-off": ("",),
-    "change-a-setting": ("workers", "tracing"),
+    "change-a-setting": ("workers", "tracing", "limits", "connections"),
     "renew-tls-certificate": ("same-ca", "another-ca"),
     "switch-tls": ("tls-on", "mutual-tls-on", "tls-off"),
     "upgrade-release": ("plain", "signed"),
 }
 """Every procedure of the docs, and the variants it is rolled out in."""
+
+
+# A setting of limits or connections, before and after (the defaults, then a change).
+# Connections: a pod closes each after half a second, so GOAWAYs come all through the rollout.
+CHANGED: dict[str, tuple[tuple[str, dict[str, str]], tuple[str, dict[str, str]]]] = {
+    "limits": (
+        ("default limits", {}),
+        ("other limits", {"BASRA_MAX_MESSAGE_BYTES": "262144", "BASRA_PLAN_WORK_LIMIT": "20000"}),
+    ),
+    "connections": (
+        ("connections aged 300 s", {}),
+        (
+            "connections aged 0.5 s",
+            {
+                "BASRA_MAX_CONNECTION_AGE_SECONDS": "0.5",
+                "BASRA_MAX_CONNECTION_AGE_GRACE_SECONDS": "5",
+            },
+        ),
+    ),
+}
 
 
 def keys(*kids: str) -> str:
@@ -111,6 +131,9 @@ def procedure(name: str, variant: str, setting: Setting) -> Procedure:
         return Procedure(REQUIRED, (Step(WINDOW), Step(OFF)))
     if name == "change-a-setting" and variant == "workers":
         return Procedure(Spec("1 worker"), (Step(Spec("2 workers", ("--workers", "2"))),))
+    if name == "change-a-setting" and variant in CHANGED:
+        before, after = CHANGED[variant]
+        return Procedure(Spec(before[0], env=before[1]), (Step(Spec(after[0], env=after[1])),))
     if name == "change-a-setting" and variant == "tracing":
         traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": setting.collector, "BASRA_TRACING": "true"}
         return Procedure(Spec("untraced"), (Step(Spec("traced", env=traced)),))
