@@ -132,8 +132,8 @@ def procedure(name: str, variant: str, setting: Setting) -> Procedure:
     if name == "change-a-setting" and variant == "workers":
         return Procedure(Spec("1 worker"), (Step(Spec("2 workers", ("--workers", "2"))),))
     if name == "change-a-setting" and variant in CHANGED:
-        before, after = CHANGED[variant]
-        return Procedure(Spec(before[0], env=before[1]), (Step(Spec(after[0], env=after[1])),))
+        (old, old_env), (new, new_env) = CHANGED[variant]
+        return Procedure(Spec(old, env=old_env), (Step(Spec(new, env=new_env)),))
     if name == "change-a-setting" and variant == "tracing":
         traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": setting.collector, "BASRA_TRACING": "true"}
         return Procedure(Spec("untraced"), (Step(Spec("traced", env=traced)),))
