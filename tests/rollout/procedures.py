@@ -4,7 +4,8 @@ Each procedure is named as its block in the docs (`<!-- procedure: NAME -->` in
 docs/service.md and the Helm chart's README): the configuration it starts from, then one Step
 per numbered step of the block, each one rollout, with `wait` where the step begins "Once"
 (every match in progress must hold a state of the current configuration first). Some are
-tried in more than one variant (the setting changed; the upgrade plain and signed).
+tried in more than one variant (the setting changed; a renewal by the same CA or another;
+TLS, mutual TLS on and TLS off; the upgrade plain and signed).
 """
 
 from __future__ import annotations
