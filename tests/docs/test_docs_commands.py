@@ -225,6 +225,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
         "the image test itself, which the test command runs (-s only shows its figures)"
     ),
+    "nice -n 5 .venv/bin/python -m pytest -q -n 0 -s tests/rollout --durations=30": NotRun(
+        "the rolling-update tests themselves, which the test command runs (-s shows what each "
+        "walk-through checked)"
+    ),
     # RELIABILITY.md
     (
         ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
