@@ -103,6 +103,9 @@ class _Context:
     def code(self) -> None:
         return None
 
+    def is_active(self) -> bool:
+        return True
+
     def trailing_metadata(self) -> tuple[()]:
         return ()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 from service import errors
+from service.grace import Grace, expired, seen_by_client
 from service.handlers import Answer
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
@@ -104,6 +105,8 @@ class CallObserver:
     metrics: Tally | None
     logger: Logger
     tracing: Tracing | None = None
+    grace: Grace = field(default_factory=Grace)
+    """The server's grace, begun by its stop: calls it cuts are recorded as UNAVAILABLE."""
 
     def method(self, kind: CallKind) -> MethodObserver:
         """The observer of one method's calls (build it once per method, not per call)."""
@@ -251,6 +254,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
     def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
+        grace = self._observer.grace
         inner = _behaviour(handler)
         if not handler.response_streaming:
 
@@ -262,7 +266,12 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                     failed = False
                     return response
                 finally:
-                    code = _code_of(context, failed)
+                    # Ended already (deadline, client gone, cut at the end of the grace):
+                    # its client saw that, not what the handler made.
+                    if context.is_active():
+                        code = _code_of(context, failed)
+                    else:
+                        code = seen_by_client(context, grace)
                     observer.finished(start, context, code, (request, response))
 
             return _rebuild(handler, single)
@@ -301,6 +310,7 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
 
     def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
+        grace = self._observer.grace
         inner = _behaviour(handler)
         if inspect.isasyncgenfunction(inner):
 
@@ -328,7 +338,11 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
                 failed = False
                 return response
             finally:
-                code = _stream_code(context, failed, context.cancelled())
+                cancelled = context.cancelled()
+                if cancelled or expired(context):  # its client saw that, not the answer
+                    code = seen_by_client(context, grace)
+                else:
+                    code = _stream_code(context, failed, cancelled)
                 exchange = (None, None) if streaming else (request, response)
                 observer.finished(start, context, code, exchange)
 
