@@ -235,22 +235,32 @@ class _Wrapped:
         return wrapped
 
 
-class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Sync-server interceptor feeding a CallObserver."""
+class _Observing:
+    """What both servers' interceptors share: the observer, and each method's wrapped handler."""
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
         self._wrapped = _Wrapped()
 
-    def intercept_service(
-        self, continuation: Callable[[Any], Handler], handler_call_details: Any
-    ) -> Handler:
-        """Wrap the method's behaviour so that its outcome is observed."""
-        handler = continuation(handler_call_details)
+    def _observing(self, handler: Handler, handler_call_details: Any) -> Handler:
+        """The method's handler wrapped (once per method) so that its outcome is observed."""
         if handler is None:
             return None
         method = handler_call_details.method
         return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
+
+    def _observed(self, method: str, handler: Handler) -> Handler:
+        raise NotImplementedError
+
+
+class ObservingInterceptor(_Observing, grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Sync-server interceptor feeding a CallObserver."""
+
+    def intercept_service(
+        self, continuation: Callable[[Any], Handler], handler_call_details: Any
+    ) -> Handler:
+        """Wrap the method's behaviour so that its outcome is observed."""
+        return self._observing(continuation(handler_call_details), handler_call_details)
 
     def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
@@ -289,12 +299,8 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         return _rebuild(handler, stream)
 
 
-class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+class AsyncObservingInterceptor(_Observing, grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Asyncio-server interceptor feeding a CallObserver."""
-
-    def __init__(self, observer: CallObserver) -> None:
-        self._observer = observer
-        self._wrapped = _Wrapped()
 
     async def intercept_service(
         self,
@@ -302,11 +308,7 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
         handler_call_details: Any,
     ) -> Handler:
         """Wrap the method's behaviour so that its outcome is observed."""
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
-        return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
+        return self._observing(await continuation(handler_call_details), handler_call_details)
 
     def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
