@@ -6,6 +6,7 @@ every service before it stops accepting calls and lets in-flight calls finish wi
 
 from __future__ import annotations
 
+import threading
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from service import reflection
 from service.config import Config
+from service.grace import Grace
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
 from service.metrics import Tally
@@ -72,13 +74,16 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
     limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
+    window = config.signing_accept_unsigned
     if metrics is None:
-        return Handlers(limits, keyring=keyring)
+        return Handlers(limits, keyring=keyring, accept_unsigned=window)
     return Handlers(
         limits,
         observe_plan_seconds=metrics.observe_plan,
         observe_suggestion=metrics.observe_suggestion,
         keyring=keyring,
+        accept_unsigned=window,
+        observe_seal=metrics.observe_seal,
     )
 
 
@@ -101,13 +106,22 @@ def _bind(server: Any, address: str, config: Config) -> int:
     return port
 
 
+# After grpc's stop returns, how long handlers still running (their calls cut at the end of
+# the grace) may take to finish by default, so that their log lines and counts come before a
+# worker's last flush (a worker gives them what its supervisor's margin leaves: workers.py).
+HANDLERS_SECONDS = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class SyncServer:
-    """A built thread-pool server, its health servicer and its bound port."""
+    """A built thread-pool server, its health servicer, its bound port, its handlers' threads
+    and its grace."""
 
     server: grpc.Server
     health: health.HealthServicer
     port: int
+    executor: futures.ThreadPoolExecutor
+    grace: Grace
 
     def start(self) -> None:
         """Start serving and report SERVING."""
@@ -115,10 +129,15 @@ class SyncServer:
         for name in HEALTH_NAMES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
-    def stop(self, grace: float) -> None:
-        """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
+    def stop(self, grace: float, handlers_seconds: float = HANDLERS_SECONDS) -> None:
+        """Report NOT_SERVING for every service, then stop, letting calls finish within grace;
+        then give the handlers of calls cut at its end up to `handlers_seconds` to finish."""
         self.health.enter_graceful_shutdown()
+        self.grace.begin(grace)
         self.server.stop(grace).wait()
+        waiting = threading.Thread(target=self.executor.shutdown, name="rpc-wait", daemon=True)
+        waiting.start()
+        waiting.join(handlers_seconds)
 
 
 def build_sync(
@@ -132,11 +151,8 @@ def build_sync(
     if observer.tracing is not None:
         # Outermost: the service's interceptor runs inside the span (see service/tracing.py).
         interceptors.insert(0, observer.tracing.interceptor())
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc"),
-        interceptors=interceptors,
-        options=grpc_options(config),
-    )
+    executor = futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc")
+    server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     add_to_server(RulesServicer(handlers), server, config.max_message_bytes)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
@@ -146,16 +162,17 @@ def build_sync(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return SyncServer(server, health_servicer, bound)
+    return SyncServer(server, health_servicer, bound, executor, observer.grace)
 
 
 @dataclass(frozen=True, slots=True)
 class AsyncServer:
-    """A built asyncio server, its health servicer and its bound port."""
+    """A built asyncio server, its health servicer, its bound port and its grace."""
 
     server: grpc.aio.Server
     health: health_aio.HealthServicer
     port: int
+    grace: Grace
 
     async def start(self) -> None:
         """Start serving and report SERVING."""
@@ -166,6 +183,7 @@ class AsyncServer:
     async def stop(self, grace: float) -> None:
         """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
         await self.health.enter_graceful_shutdown()
+        self.grace.begin(grace)
         await self.server.stop(grace)
 
 
@@ -189,4 +207,4 @@ async def build_async(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return AsyncServer(server, health_servicer, bound)
+    return AsyncServer(server, health_servicer, bound, observer.grace)
