@@ -67,6 +67,8 @@ class Server:
 
     address: str
     pids: tuple[int, ...]
+    metrics_port: int | None = None
+    """The /metrics port of `basra-rules serve` (None: off, or a bench server)."""
 
 
 @contextmanager
@@ -124,18 +126,33 @@ def served(
     *,
     flags: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    tree: Path | None = None,
 ) -> Iterator[Server]:
-    """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
+    """Run `basra-rules serve` itself (testkit's launcher) until the block ends; with `tree`,
+    the server of that checkout (`python -m clients.cli` from it, its gen/ first on the path)."""
     flags = ["--workers", str(workers), "--io", io, *flags]
+    program = None
+    if tree is not None:
+        program = [sys.executable, "-m", "clients.cli"]
+        path = os.pathsep.join((str(tree), str(tree / "gen")))
+        env = {**(env or {}), "PYTHONPATH": path}
     running = harness.start(
-        flags, log_level=log_level, cwd=ROOT, keep_calls=False, metrics=metrics, env=env
+        flags,
+        log_level=log_level,
+        cwd=tree or ROOT,
+        keep_calls=False,
+        metrics=metrics,
+        env=env,
+        program=program,
     )
     try:
         # At a quiet log level the launcher knows that one worker serves; count the others in.
         deadline = time.monotonic() + STARTUP_SECONDS
         while len(running.workers()) < workers and time.monotonic() < deadline:
             time.sleep(0.05)
-        yield Server(running.target, (running.pid, *descendants(running.pid)))
+        yield Server(
+            running.target, (running.pid, *descendants(running.pid)), running.metrics_port
+        )
     finally:
         running.stop()
 

@@ -6,7 +6,6 @@ every service before it stops accepting calls and lets in-flight calls finish wi
 
 from __future__ import annotations
 
-from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,9 @@ from grpc_health.v1 import _async as health_aio  # the module health.aio re-expo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from service.admission import Admission, AdmissionInterceptor, AsyncAdmissionInterceptor
 from service.config import Config
+from service.deadlines import SearchClock
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
 from service.metrics import Tally
@@ -72,14 +73,28 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
     limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
+    clock = SearchClock()
     if metrics is None:
-        return Handlers(limits, keyring=keyring)
+        return Handlers(limits, keyring=keyring, search_clock=clock)
     return Handlers(
         limits,
         observe_plan_seconds=metrics.observe_plan,
         observe_suggestion=metrics.observe_suggestion,
         keyring=keyring,
+        search_clock=clock,
     )
+
+
+def _no_wait_observation(seconds: float) -> None:
+    """Without metrics: record no wait."""
+
+
+def admission_of(config: Config, metrics: Tally | None) -> Admission:
+    """The worker's admission bound, its calls held sampled into `metrics`."""
+    admission = Admission(config.admission_limit)
+    if metrics is not None:
+        metrics.watch_held(lambda: admission.held, config.admission_limit)
+    return admission
 
 
 def _address(config: Config, port: int) -> str:
@@ -110,11 +125,12 @@ def _service_names(config: Config) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class SyncServer:
-    """A built thread-pool server, its health servicer and its bound port."""
+    """A built thread-pool server, its health servicer, its bound port and its admission."""
 
     server: grpc.Server
     health: health.HealthServicer
     port: int
+    admission: AdmissionInterceptor
 
     def start(self) -> None:
         """Start serving and report SERVING."""
@@ -126,6 +142,7 @@ class SyncServer:
         """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        self.admission.stop()
 
 
 def build_sync(
@@ -137,10 +154,17 @@ def build_sync(
     """Build (not start) a thread-pool server on the configured host and port (or `port`)."""
     interceptors: list[Any] = [ObservingInterceptor(observer)]
     if observer.tracing is not None:
-        # Outermost: the service's interceptor runs inside the span (see service/tracing.py).
+        # Outside it: the service's interceptor runs inside the span (see service/tracing.py).
         interceptors.insert(0, observer.tracing.interceptor())
+    # Outermost: a call refused past the bound meets no other interceptor (service/admission.py).
+    admission = admission_of(config, observer.metrics)
+    observe_wait = observer.metrics.observe_wait if observer.metrics else _no_wait_observation
+    admitting = AdmissionInterceptor(
+        admission, observer.metrics, observer.logger, SYNC_THREADS, observe_wait
+    )
+    interceptors.insert(0, admitting)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc"),
+        admitting.pool,
         interceptors=interceptors,
         options=grpc_options(config),
     )
@@ -153,7 +177,7 @@ def build_sync(
     if config.reflection:
         reflection.enable_server_reflection(_service_names(config), server)
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return SyncServer(server, health_servicer, bound)
+    return SyncServer(server, health_servicer, bound, admitting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +187,7 @@ class AsyncServer:
     server: grpc.aio.Server
     health: health_aio.HealthServicer
     port: int
+    admission: AsyncAdmissionInterceptor
 
     async def start(self) -> None:
         """Start serving and report SERVING."""
@@ -186,6 +211,12 @@ async def build_async(
     interceptors: list[Any] = [AsyncObservingInterceptor(observer)]
     if observer.tracing is not None:
         interceptors.insert(0, observer.tracing.aio_interceptor())
+    admission = admission_of(config, observer.metrics)
+    observe_wait = observer.metrics.observe_wait if observer.metrics else _no_wait_observation
+    admitting = AsyncAdmissionInterceptor(
+        admission, observer.metrics, observer.logger, observe_wait
+    )
+    interceptors.insert(0, admitting)
     server = grpc.aio.server(interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     add_to_server(AsyncRulesServicer(handlers), server, config.max_message_bytes)
@@ -196,4 +227,4 @@ async def build_async(
     if config.reflection:
         reflection.enable_server_reflection(_service_names(config), server)
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return AsyncServer(server, health_servicer, bound)
+    return AsyncServer(server, health_servicer, bound, admitting)

@@ -219,10 +219,12 @@ def start(
     log_level: str = "info",
     metrics: bool = False,
     keep_calls: bool = True,
+    program: Sequence[str] | None = None,
 ) -> ServedProcess:
     """Start `basra-rules serve` on loopback with JSON logs and the given flags; wait for it.
 
-    `env` is added to this process's environment (to nothing but `env` when `inherit_env`
+    `program` replaces this environment's `basra-rules` command (an older tree's
+    `python -m clients.cli`, run from its own `cwd`, for a before-and-after benchmark). `env` is added to this process's environment (to nothing but `env` when `inherit_env`
     is false). With `metrics`, /metrics is served on a port held free until the server binds
     it; without, metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
     is held the same way and the server counts as started once its health check says SERVING.
@@ -233,7 +235,7 @@ def start(
         metrics_port = holding.enter_context(reserved_port()) if metrics else 0
         process = subprocess.Popen(
             [
-                *command(),
+                *(program or command()),
                 "serve",
                 "--host",
                 LOOPBACK,
