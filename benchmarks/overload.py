@@ -127,7 +127,7 @@ async def drive(
     result = Drive(seconds)
     try:
         await asyncio.gather(*(channel.channel_ready() for channel in channels))
-        stubs = [channel.unary_unary(path) for channel in channels]
+        stubs = [channel.unary_unary(path, None, None) for channel in channels]
         clock = time.perf_counter_ns
         start = clock()
         end = start + int(seconds * 1e9)
@@ -135,9 +135,7 @@ async def drive(
         async def one(number: int) -> None:
             began = clock()
             try:
-                await stubs[number % len(stubs)](
-                    requests[number % len(requests)], timeout=deadline
-                )
+                await stubs[number % len(stubs)](requests[number % len(requests)], timeout=deadline)
                 code = "OK"
             except grpc.aio.AioRpcError as error:
                 code = error.code().name
@@ -517,9 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.overload", description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--variants", type=lambda s: s.split(","), default=["before", "sync"])
-    parser.add_argument(
-        "--rpcs", type=lambda s: s.split(","), default=["SuggestMove", "Apply"]
-    )
+    parser.add_argument("--rpcs", type=lambda s: s.split(","), default=["SuggestMove", "Apply"])
     parser.add_argument("--factors", type=lambda s: [float(x) for x in s.split(",")])
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
     parser.add_argument("--workers", type=int, default=2)

@@ -150,9 +150,7 @@ def served(
         deadline = time.monotonic() + STARTUP_SECONDS
         while len(running.workers()) < workers and time.monotonic() < deadline:
             time.sleep(0.05)
-        yield Server(
-            running.target, (running.pid, *descendants(running.pid)), running.metrics_port
-        )
+        yield Server(running.target, (running.pid, *descendants(running.pid)), running.metrics_port)
     finally:
         running.stop()
 

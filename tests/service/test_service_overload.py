@@ -296,7 +296,7 @@ def test_a_search_that_cannot_end_in_time_is_refused_up_front() -> None:
     handlers = Handlers(search_clock=clock)
     clock.observe(bot.Level.STRONG, bot.DEFAULT_BUDGET, 0.5)  # pretend searches take long
     expected = clock.expected(bot.Level.STRONG, bot.DEFAULT_BUDGET)
-    assert expected == pytest.approx(0.5)
+    assert expected is not None and expected == pytest.approx(0.5)
     assert clock.expected(bot.Level.GREEDY, bot.DEFAULT_BUDGET) is None
     with pytest.raises(errors.Refusal) as refused:
         handlers.suggest_move(request, seconds_left=0.05)
