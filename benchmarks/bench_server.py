@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         config.metrics_dir or tempfile.mkdtemp(prefix="basra-bench-metrics-")
     )
     metrics.enable_multiprocess(directory)
+    if config.metrics_port:  # /metrics as `basra-rules serve` serves it (benchmarks.overload)
+        metrics.serve(config.host, config.metrics_port, metrics.multiprocess_registry(directory))
     context = multiprocessing.get_context("spawn")
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())

@@ -19,6 +19,9 @@ p99 and max latency, and failures.
 Variants: `before` is the server of another revision (default ad316a8, the commit this work
 started from), run from a temporary git worktree of it (`git worktree add --detach`, removed at
 the end) with its own generated code; `sync` and `asyncio` are this tree's server with `--io`.
+A variant may add settings of `basra-rules serve` after slashes (`sync/admission-limit=32`),
+and `/threads=N` runs the sync server with N threads (benchmarks.bench_server: the service's
+own server builders, that one constant changed).
 
 Callers (--callers): `once` (the default) makes one attempt per offered call; `retry` loads
 deploy/grpc-service-config.json into every channel (`grpc.service_config`,
@@ -59,7 +62,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks import ghz_data
 from benchmarks.measure import finish, header, load_average, now, percentile
-from benchmarks.servers import ROOT, Server, cpu_seconds, served
+from benchmarks.servers import ROOT, Server, bench_server, cpu_seconds, served
 
 BEFORE_REV = "ad316a8"
 SERVICE_CONFIG = ROOT / "deploy" / "grpc-service-config.json"
@@ -352,12 +355,36 @@ def run_phase(
     )
 
 
+@contextlib.contextmanager
+def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]:
+    """The server a variant names: `before`, `sync` or `asyncio`, then `/flag=value` settings
+    of `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the sync server's
+    thread count, through benchmarks.bench_server (the service's own builders)."""
+    name, *settings = variant.split("/")
+    io = "sync" if name == "before" else name
+    flags: list[str] = []
+    threads = 0
+    for setting in settings:
+        key, _, value = setting.partition("=")
+        if key == "threads":
+            threads = int(value)
+        else:
+            flags += [f"--{key}", value]
+    if threads:
+        running = bench_server(
+            io, workers, 0, "warning", sync_threads=threads, metrics=True, flags=flags
+        )
+    else:
+        running = served(io, workers, "warning", metrics=True, flags=flags, tree=tree)
+    with running as server:
+        yield server
+
+
 def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace) -> list[Phase]:
     """Capacity, then each overload factor, on a fresh server of `variant`."""
-    io = "sync" if variant == "before" else variant
     requests = requests_of(rpc)
     phases: list[Phase] = []
-    with served(io, args.workers, "warning", metrics=True, tree=tree) as server:
+    with server_of(variant, tree, args.workers) as server:
         asyncio.run(  # warm-up: imports, caches, connections
             drive(
                 server.address,
@@ -431,7 +458,7 @@ def one_run(number: int, args: argparse.Namespace, before: Path | None) -> list[
     shift = number % len(variants)
     phases: list[Phase] = []
     for variant in variants[shift:] + variants[:shift]:
-        tree = before if variant == "before" else None
+        tree = before if variant.split("/")[0] == "before" else None
         for rpc in args.rpcs:
             phases += run_rpc(variant, tree, rpc, args)
             for phase in phases[-1 - len(args.factors) :]:
@@ -529,7 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header("overload", started, argv), flush=True)
     phases: list[Phase] = []
     with contextlib.ExitStack() as stack:
-        before = stack.enter_context(worktree(args.before)) if "before" in args.variants else None
+        wanted = any(v.split("/")[0] == "before" for v in args.variants)
+        before = stack.enter_context(worktree(args.before)) if wanted else None
         for number in range(args.runs):
             print(f"run {number + 1} of {args.runs}", flush=True)
             phases += one_run(number, args, before)

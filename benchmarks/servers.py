@@ -11,6 +11,7 @@ stack), and `basra-rules serve` itself (testkit's launcher). `measure` sends one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from basra.v1 import rules_pb2 as pb
@@ -79,12 +80,17 @@ def bench_server(
     log_level: str,
     *,
     sync_threads: int = 0,
+    metrics: bool = False,
+    flags: Sequence[str] = (),
 ) -> Iterator[Server]:
-    """Run benchmarks.bench_server until the block ends."""
-    flags = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
-    flags += ["--metrics-port", "0", "--workers", str(workers), "--io", io]
-    with _bench_server([*flags, "--log-level", log_level]) as server:
-        yield server
+    """Run benchmarks.bench_server until the block ends (with `metrics`, /metrics on a port
+    held free until it binds it)."""
+    options = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
+    options += ["--workers", str(workers), "--io", io, "--log-level", log_level, *flags]
+    with contextlib.ExitStack() as holding:
+        port = holding.enter_context(reserved_port()) if metrics else 0
+        with _bench_server([*options, "--metrics-port", str(port)]) as server:
+            yield replace(server, metrics_port=port or None)
 
 
 @contextmanager

@@ -253,12 +253,12 @@ class Handlers:
                 length=len(request.bot_seed),
             )
         budget = self._budget(request)
+        info = information_set(state, request.seat)
         clock = self.search_clock
-        if clock is not None:
+        if clock is not None:  # after every check of the request: its refusal comes first
             too_short = clock.refusal(level, budget, seconds_left)
             if too_short is not None:
                 raise too_short
-        info = information_set(state, request.seat)
         started = perf_counter()
         suggestion = bot.suggest(info, level, request.bot_seed, budget, self.limits.plan_work_limit)
         seconds = perf_counter() - started
