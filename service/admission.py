@@ -152,11 +152,11 @@ class WorkPool(futures.ThreadPoolExecutor):
             try:
                 return fn(*args, **kwargs)
             finally:
-                admission.leave(perf_counter() - admitted)
                 # grpc runs no handler for a call whose caller is gone (deadline passed, or
                 # cancelled) by the time a thread takes it: no work was done, and it is counted.
                 if method is not None and not _running.started:
                     gone(method)
+                admission.leave(perf_counter() - admitted)
 
         admission.enter()
         try:
@@ -382,9 +382,9 @@ class AsyncAdmissionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
         return known[1]
 
     def _done(self, method: str, call: _Call) -> None:
-        self.admission.leave(perf_counter() - call.admitted)
         if not call.started:  # its caller went away before its turn came: no work was done
             self._shedding.gone(method)
+        self.admission.leave(perf_counter() - call.admitted)
 
     def _taking_turns(self, handler: Handler) -> Handler:
         inner = handler.unary_unary

@@ -22,6 +22,7 @@ DETAILS_KEY = "grpc-status-details-bin"
 # (instead of its backoff), so clients retrying by the published service config honour the
 # delay that RetryInfo states for clients that read the details.
 PUSHBACK_KEY = "grpc-retry-pushback-ms"
+NO_RETRY = "-1"
 
 
 class ServiceReason(StrEnum):
@@ -133,11 +134,17 @@ class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server
             code=getattr(code_pb2, self.code.name), message=self.message, details=details
         )
         status: Any = rpc_status.to_status(rich)  # a named tuple
-        if self.retry_delay is None:
+        if self.retry_delay is not None:
+            pushback = str(round(self.retry_delay * 1000))
+        elif self.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            # The same request would be refused the same way: a negative pushback tells gRPC's
+            # retry not to try again (the published policy retries RESOURCE_EXHAUSTED for the
+            # load refusal OVERLOADED, not for a budget or a size past a configured bound).
+            pushback = NO_RETRY
+        else:
             return status  # type: ignore[no-any-return]
-        pushback = (PUSHBACK_KEY, str(round(self.retry_delay * 1000)))
         return status._replace(  # type: ignore[no-any-return]
-            trailing_metadata=(*status.trailing_metadata, pushback)
+            trailing_metadata=(*status.trailing_metadata, (PUSHBACK_KEY, pushback))
         )
 
 

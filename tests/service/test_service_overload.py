@@ -365,6 +365,26 @@ def test_the_published_service_config_makes_no_retry_storm(
         held[0].result(WAIT)
 
 
+def test_the_published_service_config_does_not_retry_what_would_be_refused_again(
+    serve: Callable[[Config], Running],
+) -> None:
+    """A RESOURCE_EXHAUSTED refusal of the request itself (here BUDGET_TOO_LARGE) carries a
+    negative pushback: a client retrying by the published policy makes one attempt only."""
+    server = serve(Config(bot_max_deals=4))
+    request = pb.SuggestMoveRequest.FromString(_suggest_request())
+    request.budget.deals = 5
+    with _retrying(server.target) as retrying, pytest.raises(grpc.RpcError) as refused:
+        _rpc(retrying, SUGGEST)(request.SerializeToString(), timeout=WAIT)
+    error: Any = refused.value
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(error) == "BUDGET_TOO_LARGE"
+    assert dict(error.trailing_metadata())[errors.PUSHBACK_KEY] == errors.NO_RETRY
+    # Counted as the call ends, which the asyncio server does just after the caller hears.
+    _until(lambda: server.refusals("SuggestMove", "BUDGET_TOO_LARGE") >= 1)
+    time.sleep(0.5)  # a retry would have come by now (the policy's first backoff is shorter)
+    assert server.refusals("SuggestMove", "BUDGET_TOO_LARGE") == 1
+
+
 def test_retry_delay_reads_the_server_s_retry_info() -> None:
     """clients.refusals.retry_delay_of reads RetryInfo; a refusal without one has none."""
     status = errors.Refusal(
@@ -386,7 +406,7 @@ def test_retry_delay_reads_the_server_s_retry_info() -> None:
     assert retry_delay_of(Failed(status.trailing_metadata)) == 0.25
     plain = errors.refusal(errors.ServiceReason.SEQ_MISMATCH, "stale").status()
     assert retry_delay_of(Failed(plain.trailing_metadata)) is None
-    assert errors.PUSHBACK_KEY not in dict(plain.trailing_metadata)
+    assert errors.PUSHBACK_KEY not in dict(plain.trailing_metadata)  # ABORTED: not retried
 
 
 def test_the_work_pool_counts_what_it_holds_and_lets_go_of_what_it_refuses() -> None:
