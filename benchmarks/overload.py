@@ -97,6 +97,7 @@ class Drive:
     seconds: float
     codes: Counter[str] = field(default_factory=Counter)
     ok_ns: list[int] = field(default_factory=list)
+    sent: int = 0
 
     @property
     def ok_per_second(self) -> float:
@@ -151,6 +152,7 @@ async def drive(
             async def caller(index: int) -> None:
                 number = index
                 while clock() < end:
+                    result.sent += 1
                     await one(number)
                     number += in_flight
 
@@ -169,16 +171,20 @@ async def drive(
         number = 0
         while True:
             due = start + int(number * interval)
-            if due >= end:
-                break
             wait = due - clock()
             if wait > 0:
                 await asyncio.sleep(wait / 1e9)
             await slots.acquire()
+            # A caller that falls behind its schedule (its own CPU is short) sends what is due
+            # by now, never past the end: the phase lasts its length, and offers what it can.
+            if clock() >= end:
+                slots.release()
+                break
             task = asyncio.create_task(paced(number))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             number += 1
+        result.sent = number
         if tasks:
             await asyncio.wait(tasks)
         return result
@@ -282,14 +288,18 @@ class Phase:
     rpc: str
     phase: str
     offered_per_second: float
+    sent_per_second: float
     in_flight: int
     ok_per_second: float
     goodput: float
+    ok_per_server_cpu_second: float
+    goodput_per_cpu: float
     ok_p50_ms: float
     ok_p99_ms: float
     codes: dict[str, int]
     server: dict[str, float]
     server_cpu_seconds: float
+    client_cpu_seconds: float
     probe_p99_ms: float
     probe_max_ms: float
     probe_failures: int
@@ -307,13 +317,14 @@ def run_phase(
     *,
     rate: float,
     in_flight: int,
-    capacity: float,
+    capacity: Phase | None,
     args: argparse.Namespace,
 ) -> Phase:
     """Drive one phase with probes alongside; count what both sides saw."""
     load_before = " ".join(load_average())
     scraped = scrape(server)
     used = cpu_seconds(server.pids)
+    client = time.process_time()
     with probing(server.address) as probes:
         seen = asyncio.run(
             drive(
@@ -329,23 +340,29 @@ def run_phase(
             )
         )
     used = cpu_seconds(server.pids) - used
+    client = time.process_time() - client
     time.sleep(SCRAPE_DELAY)
     counted = server_counts(scraped, scrape(server), rpc)
     ok = sorted(seen.ok_ns)
     waits = sorted(seconds for seconds, _ in probes)
+    per_cpu = seen.codes["OK"] / used if used else 0.0
     return Phase(
         variant=variant,
         rpc=rpc,
         phase=phase,
         offered_per_second=rate,
+        sent_per_second=seen.sent / seen.seconds,
         in_flight=in_flight,
         ok_per_second=seen.ok_per_second,
-        goodput=seen.ok_per_second / capacity if capacity else 1.0,
+        goodput=seen.ok_per_second / capacity.ok_per_second if capacity else 1.0,
+        ok_per_server_cpu_second=per_cpu,
+        goodput_per_cpu=per_cpu / capacity.ok_per_server_cpu_second if capacity else 1.0,
         ok_p50_ms=percentile(ok, 0.5) / 1e6 if ok else 0.0,
         ok_p99_ms=percentile(ok, 0.99) / 1e6 if ok else 0.0,
         codes=dict(seen.codes),
         server=counted,
         server_cpu_seconds=used,
+        client_cpu_seconds=client,
         probe_p99_ms=percentile(waits, 0.99) * 1000 if waits else 0.0,
         probe_max_ms=waits[-1] * 1000 if waits else 0.0,
         probe_failures=sum(1 for _, ok in probes if not ok),
@@ -406,14 +423,13 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
             requests,
             rate=0.0,
             in_flight=CAPACITY_IN_FLIGHT,
-            capacity=0.0,
+            capacity=None,
             args=args,
         )
         phases.append(base)
-        capacity = base.ok_per_second
         for factor in args.factors:
             time.sleep(SETTLE_SECONDS)
-            rate = factor * capacity
+            rate = factor * base.ok_per_second
             phases.append(
                 run_phase(
                     server,
@@ -423,7 +439,7 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
                     requests,
                     rate=rate,
                     in_flight=max(1, round(rate * DEADLINE_SECONDS)),
-                    capacity=capacity,
+                    capacity=base,
                     args=args,
                 )
             )
@@ -475,18 +491,24 @@ def line(phase: Phase) -> str:
     )
     codes = ", ".join(f"{code} {n}" for code, n in sorted(phase.codes.items()) if code != "OK")
     return (
-        f"  {phase.variant:8} {phase.rpc:11} {phase.phase:8} ok/s {phase.ok_per_second:7.1f} "
-        f"goodput {phase.goodput:5.2f} p50 {phase.ok_p50_ms:6.1f} p99 {phase.ok_p99_ms:6.1f} ms "
+        f"  {phase.variant:8} {phase.rpc:11} {phase.phase:8} sent/s {phase.sent_per_second:7.1f} "
+        f"ok/s {phase.ok_per_second:7.1f} goodput {phase.goodput:5.2f} per cpu "
+        f"{phase.goodput_per_cpu:5.2f} p50 {phase.ok_p50_ms:6.1f} p99 {phase.ok_p99_ms:6.1f} ms "
         f"| probe p99 {phase.probe_p99_ms:6.1f} max {phase.probe_max_ms:6.1f} ms "
         f"fail {phase.probe_failures}/{phase.probes} | searches "
-        f"{phase.server.get('searches', 0):.0f} | codes [{codes}] | refused [{refusals}] "
+        f"{phase.server.get('searches', 0):.0f} | cpu server {phase.server_cpu_seconds:.1f} "
+        f"client {phase.client_cpu_seconds:.1f} s | codes [{codes}] | refused [{refusals}] "
         f"| load {phase.load_before} -> {phase.load_after}"
     )
 
 
 MEDIAN_FIELDS = (
+    "sent_per_second",
     "ok_per_second",
     "goodput",
+    "goodput_per_cpu",
+    "server_cpu_seconds",
+    "client_cpu_seconds",
     "ok_p50_ms",
     "ok_p99_ms",
     "probe_p99_ms",
@@ -521,16 +543,17 @@ def medians(phases: Sequence[Phase]) -> list[dict[str, Any]]:
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """The medians as a Markdown table."""
     out = [
-        "| variant | RPC | load | OK/s | goodput | OK p50 | OK p99 | probe p99 | probe max "
-        "| caller codes (per run) | server refusals (per run) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | RPC | load | sent/s | OK/s | goodput | goodput per server CPU | OK p50 "
+        "| OK p99 | probe p99 | probe max | caller codes (per run) | server refusals (per run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         codes = ", ".join(f"{k} {v}" for k, v in row["codes_per_run"].items() if k != "OK")
         refused = ", ".join(f"{k} {v}" for k, v in row["refusals_per_run"].items())
         out.append(
-            f"| {row['variant']} | {row['rpc']} | {row['phase']} | {row['ok_per_second']:.0f} "
-            f"| {row['goodput']:.2f} | {row['ok_p50_ms']:.1f} ms | {row['ok_p99_ms']:.1f} ms "
+            f"| {row['variant']} | {row['rpc']} | {row['phase']} | {row['sent_per_second']:.0f} "
+            f"| {row['ok_per_second']:.0f} | {row['goodput']:.2f} | {row['goodput_per_cpu']:.2f} "
+            f"| {row['ok_p50_ms']:.1f} ms | {row['ok_p99_ms']:.1f} ms "
             f"| {row['probe_p99_ms']:.1f} ms | {row['probe_max_ms']:.1f} ms "
             f"| {codes or '-'} | {refused or '-'} |"
         )

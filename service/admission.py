@@ -51,7 +51,6 @@ RULES_PREFIX = f"/{SERVICE_NAME}/"
 # blocking stream would hold the lane's thread for as long as the client watches).
 PROBE_METHODS = ("/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/List")
 PROBE_THREADS = 1
-SHED_THREADS = 2
 # The retry delay: the running mean time an admitted call stays, jittered by +-50 %, within
 # these bounds (seconds).
 MIN_RETRY_DELAY = 0.05
@@ -180,6 +179,20 @@ def _started(behaviour: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+class Inline(futures.ThreadPoolExecutor):
+    """An executor that runs what it is given at once, in the calling thread (grpc's polling
+    thread, for refusals that never wait); a ThreadPoolExecutor only for grpc's type check."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
+        """Run `fn` now; return its outcome as a finished future."""
+        done: futures.Future[Any] = futures.Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # grpc's own wrapper catches; this is a safety net
+            done.set_exception(error)
+        return done
+
+
 def lane(name: str, threads: int) -> futures.ThreadPoolExecutor:
     """A small pool of its own for calls that must not wait behind the work."""
     return futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
@@ -258,7 +271,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         self.pool = WorkPool(admission, threads, observe_wait, self._shedding.gone)
         """The server's thread pool (give it to grpc.server)."""
         self.probe_lane = lane("probe", PROBE_THREADS)
-        self.shed_lane = lane("shed", SHED_THREADS)
+        self.inline = Inline(max_workers=1)
         self._refusers: dict[str, Handler] = {}
         self._wrapped: dict[str, tuple[Handler, Handler]] = {}
 
@@ -297,19 +310,20 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     def _refuser(self, method: str, handler: Handler) -> Handler:
         shedding = self._shedding
 
-        def refuse(request: Any, context: Context) -> None:
+        def refuse(requests: Any, context: Context) -> None:
             shedding.count(method)
             context.abort_with_status(shedding.admission.overloaded().status())
 
-        # No request deserializer: a refused call's body is never parsed.
-        return grpc.unary_unary_rpc_method_handler(
-            _on_lane(refuse, self.shed_lane), None, handler.response_serializer
+        # Declared client-streaming, so grpc hands it the call without reading the request
+        # (a unary method's body is read before its handler runs); run in the polling thread
+        # itself, since it never waits: no thread, no queue, the cheapest refusal grpc allows.
+        return grpc.stream_unary_rpc_method_handler(
+            _on_lane(refuse, self.inline), None, handler.response_serializer
         )
 
     def stop(self) -> None:
         """Stop the lanes' threads (after the server stopped)."""
         self.probe_lane.shutdown(wait=False, cancel_futures=True)
-        self.shed_lane.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass(slots=True)
@@ -403,9 +417,10 @@ class AsyncAdmissionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
     def _refuser(self, method: str, handler: Handler) -> Handler:
         shedding = self._shedding
 
-        async def refuse(request: Any, context: Context) -> None:
+        async def refuse(requests: Any, context: Context) -> None:
             shedding.count(method)
             status = shedding.admission.overloaded().status()
             await context.abort(status.code, status.details, status.trailing_metadata)
 
-        return grpc.unary_unary_rpc_method_handler(refuse, None, handler.response_serializer)
+        # Client-streaming: grpc hands it the call without reading the request first.
+        return grpc.stream_unary_rpc_method_handler(refuse, None, handler.response_serializer)
