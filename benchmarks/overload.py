@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing
+import random
 import statistics
 import subprocess
 import sys
@@ -63,12 +64,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks import ghz_data
 from benchmarks.measure import finish, header, load_average, now, percentile
 from benchmarks.servers import ROOT, Server, bench_server, cpu_seconds, served
+from testkit.actions import action_to_proto, play_match
 
 BEFORE_REV = "ad316a8"
 SERVICE_CONFIG = ROOT / "deploy" / "grpc-service-config.json"
-PATHS = {
-    "Apply": "/basra.v1.RulesService/Apply",
-    "SuggestMove": "/basra.v1.RulesService/SuggestMove",
+RPCS = ("NewMatch", "Apply", "LegalMoves", "PlayerView", "Replay", "SuggestMove")
+PATHS = {rpc: f"/basra.v1.RulesService/{rpc}" for rpc in RPCS}
+DATA: dict[str, tuple[str, type[Any]]] = {
+    "NewMatch": ("new_match.json", pb.NewMatchRequest),
+    "Apply": ("apply.json", pb.ApplyRequest),
+    "LegalMoves": ("legal_moves.json", pb.LegalMovesRequest),
+    "SuggestMove": ("suggest_move.json", pb.SuggestMoveRequest),
 }
 CAPACITY_IN_FLIGHT = 16
 DEADLINE_SECONDS = 1.0
@@ -81,13 +87,28 @@ SETTLE_SECONDS = 3.0
 SCRAPE_DELAY = 1.5
 
 
+REPLAY_MATCHES = 8
+
+
 def requests_of(rpc: str) -> list[bytes]:
-    """The realistic requests of an RPC, from the ghz data (deploy/ghz/data)."""
-    if rpc == "Apply":
-        return [r.SerializeToString() for r in ghz_data.read("apply.json", pb.ApplyRequest)]
-    return [
-        r.SerializeToString() for r in ghz_data.read("suggest_move.json", pb.SuggestMoveRequest)
-    ]
+    """Realistic requests of an RPC: the ghz data (deploy/ghz/data); PlayerView asks for the
+    seat to move of the Apply states; Replay replays whole matches of random legal play."""
+    if rpc == "Replay":
+        played = [
+            play_match(f"overload-{n}".encode(), random.Random(n)) for n in range(REPLAY_MATCHES)
+        ]
+        return [
+            pb.ReplayRequest(
+                seed=f"overload-{n}".encode(),
+                actions=[action_to_proto(a) for a in match.actions],
+            ).SerializeToString()
+            for n, match in enumerate(played)
+        ]
+    if rpc == "PlayerView":
+        states = [r.state for r in ghz_data.read("apply.json", pb.ApplyRequest)]
+        return [pb.PlayerViewRequest(state=s, seat=s.to_move).SerializeToString() for s in states]
+    name, kind = DATA[rpc]
+    return [r.SerializeToString() for r in ghz_data.read(name, kind)]
 
 
 @dataclass
@@ -566,7 +587,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--variants", type=lambda s: s.split(","), default=["before", "sync"])
     parser.add_argument("--rpcs", type=lambda s: s.split(","), default=["SuggestMove", "Apply"])
-    parser.add_argument("--factors", type=lambda s: [float(x) for x in s.split(",")])
+    parser.add_argument(
+        "--factors",
+        type=lambda s: [float(x) for x in s.split(",") if x],
+        help="overloads, as multiples of the capacity (default 2,4; '' for capacity only)",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--connections", type=int, default=8)
@@ -574,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before", default=BEFORE_REV, help="revision of the 'before' variant")
     parser.add_argument("--json", type=Path, help="write every phase and the medians here")
     args = parser.parse_args(argv)
-    args.factors = args.factors or [2.0, 4.0]
+    args.factors = [2.0, 4.0] if args.factors is None else args.factors
     started = now()
     print(header("overload", started, argv), flush=True)
     phases: list[Phase] = []
