@@ -85,6 +85,8 @@ PROBE_NAMES = ("", "basra.v1.RulesService")
 SETTLE_SECONDS = 3.0
 # prometheus-client's multiprocess values reach /metrics within a second (FLUSH_SECONDS).
 SCRAPE_DELAY = 1.5
+# Time for the load processes to start and connect before they send, all at once.
+PROCESS_START_SECONDS = 3.0
 
 
 REPLAY_MATCHES = 8
@@ -119,6 +121,8 @@ class Drive:
     codes: Counter[str] = field(default_factory=Counter)
     ok_ns: list[int] = field(default_factory=list)
     sent: int = 0
+    details: dict[str, str] = field(default_factory=dict)
+    """The details of the first call to end with each status code but OK."""
 
     @property
     def ok_per_second(self) -> float:
@@ -137,9 +141,11 @@ async def drive(
     deadline: float,
     connections: int,
     callers: str,
+    start_at: float = 0.0,
 ) -> Drive:
-    """Send one RPC for `seconds`: at `rate` calls/s with at most `in_flight` outstanding (rate
-    0: `in_flight` callers that each send the next call when the last one ends)."""
+    """Send one RPC for `seconds` (from the wall-clock time `start_at`, if later than ready):
+    at `rate` calls/s with at most `in_flight` outstanding (rate 0: `in_flight` callers that
+    each send the next call when the last one ends)."""
     options: list[tuple[str, Any]] = [("grpc.use_local_subchannel_pool", 1)]
     if callers == "retry":
         options += [
@@ -152,6 +158,8 @@ async def drive(
     result = Drive(seconds)
     try:
         await asyncio.gather(*(channel.channel_ready() for channel in channels))
+        if start_at > time.time():
+            await asyncio.sleep(start_at - time.time())
         stubs = [channel.unary_unary(path, None, None) for channel in channels]
         clock = time.perf_counter_ns
         start = clock()
@@ -164,6 +172,7 @@ async def drive(
                 code = "OK"
             except grpc.aio.AioRpcError as error:
                 code = error.code().name
+                result.details.setdefault(code, error.details() or "")
             if code == "OK":
                 result.ok_ns.append(clock() - began)
             result.codes[code] += 1
@@ -212,6 +221,64 @@ async def drive(
     finally:
         for channel in channels:
             await channel.close(None)
+
+
+def _drive_process(
+    out: Connection, target: str, path: str, requests: Sequence[bytes], options: dict[str, Any]
+) -> None:
+    """One load process: drive, then send back what it saw and the CPU it used."""
+    started = time.process_time()
+    seen = asyncio.run(drive(target, path, requests, **options))
+    out.send((seen, time.process_time() - started))
+    out.close()
+
+
+def drive_from(
+    processes: int,
+    target: str,
+    path: str,
+    requests: Sequence[bytes],
+    *,
+    seconds: float,
+    in_flight: int,
+    rate: float,
+    connections: int,
+    callers: str,
+) -> tuple[Drive, float]:
+    """Drive from `processes` processes, each a share of the rate, calls in flight and
+    connections (one Python process cannot send thousands of calls a second and read their
+    answers too); return what they saw together and the CPU seconds they used."""
+    context = multiprocessing.get_context("spawn")
+    running = []
+    start_at = time.time() + PROCESS_START_SECONDS  # every process starts sending together
+    for index in range(processes):
+        share = {
+            "start_at": start_at,
+            "seconds": seconds,
+            "in_flight": max(1, in_flight // processes + (index < in_flight % processes)),
+            "rate": rate / processes,
+            "deadline": DEADLINE_SECONDS,
+            "connections": max(1, connections // processes),
+            "callers": callers,
+        }
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_drive_process, args=(writer, target, path, requests, share), daemon=True
+        )
+        process.start()
+        writer.close()
+        running.append((process, reader))
+    together = Drive(seconds)
+    cpu = 0.0
+    for process, reader in running:
+        seen, used = reader.recv()
+        process.join(10)
+        together.codes.update(seen.codes)
+        together.ok_ns.extend(seen.ok_ns)
+        together.sent += seen.sent
+        together.details = {**seen.details, **together.details}
+        cpu += used
+    return together, cpu
 
 
 def _probe(target: str, stop: Any, out: Connection) -> None:
@@ -318,6 +385,7 @@ class Phase:
     ok_p50_ms: float
     ok_p99_ms: float
     codes: dict[str, int]
+    details: dict[str, str]
     server: dict[str, float]
     server_cpu_seconds: float
     client_cpu_seconds: float
@@ -345,23 +413,19 @@ def run_phase(
     load_before = " ".join(load_average())
     scraped = scrape(server)
     used = cpu_seconds(server.pids)
-    client = time.process_time()
     with probing(server.address) as probes:
-        seen = asyncio.run(
-            drive(
-                server.address,
-                PATHS[rpc],
-                requests,
-                seconds=args.seconds,
-                in_flight=in_flight,
-                rate=rate,
-                deadline=DEADLINE_SECONDS,
-                connections=args.connections,
-                callers=args.callers,
-            )
+        seen, client = drive_from(
+            args.clients,
+            server.address,
+            PATHS[rpc],
+            requests,
+            seconds=args.seconds,
+            in_flight=in_flight,
+            rate=rate,
+            connections=args.connections,
+            callers=args.callers,
         )
     used = cpu_seconds(server.pids) - used
-    client = time.process_time() - client
     time.sleep(SCRAPE_DELAY)
     counted = server_counts(scraped, scrape(server), rpc)
     ok = sorted(seen.ok_ns)
@@ -381,6 +445,7 @@ def run_phase(
         ok_p50_ms=percentile(ok, 0.5) / 1e6 if ok else 0.0,
         ok_p99_ms=percentile(ok, 0.99) / 1e6 if ok else 0.0,
         codes=dict(seen.codes),
+        details=seen.details,
         server=counted,
         server_cpu_seconds=used,
         client_cpu_seconds=client,
@@ -595,6 +660,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=2, help="load generator processes")
     parser.add_argument("--callers", choices=("once", "retry", "closed"), default="once")
     parser.add_argument("--before", default=BEFORE_REV, help="revision of the 'before' variant")
     parser.add_argument("--json", type=Path, help="write every phase and the medians here")
