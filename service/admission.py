@@ -15,9 +15,10 @@ callers refused together do not come back together.
 Sync server (grpc's thread pool): grpc runs every interceptor in its one polling thread,
 before it hands the call to a thread pool, so the decision is made as the call arrives. The
 server's pool is a WorkPool that counts what it holds and times the wait before work starts.
-Refusals and health checks run on lanes of their own (grpc's per-method
-`experimental_thread_pool`), so neither queues behind the work: a busy worker answers its
-probes, and a refused caller learns it at once.
+Through grpc's per-method `experimental_thread_pool`, a refusal runs in the polling thread
+itself (declared client-streaming, so grpc does not read the request first; it never waits),
+and health checks on a thread of their own: neither queues behind the work, so a busy worker
+answers its probes and a refused caller learns it at once.
 
 Asyncio server: handlers run inline on the event loop, so a call's first step is its
 admission, and admitted calls then take turns (an asyncio.Lock, first come first served):
