@@ -66,7 +66,13 @@ def noop_handler(reply: bytes, asynchronous: bool) -> Any:
 
 
 def worker_main(
-    config: Config, port: int, reply_bytes: int, sync_threads: int, ready: Connection
+    config: Config,
+    port: int,
+    reply_bytes: int,
+    sync_threads: int,
+    ready: Connection,
+    *,
+    switch_interval: float = 0.0,
 ) -> None:
     """Run one worker: the service's server plus the no-op method, until SIGTERM."""
     from service import server
@@ -75,6 +81,8 @@ def worker_main(
     if sync_threads:
         # A benchmark-only knob: the service's builder reads this module constant when called.
         server.SYNC_THREADS = sync_threads
+    # As service.workers does, unless the benchmark-only knob asks for another.
+    sys.setswitchinterval(switch_interval or server.SWITCH_INTERVAL)
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     tally = metrics.Tally(metrics.Metrics.create(None))
@@ -155,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sync-threads", type=int, default=0, help="sync server threads (0: the service's)"
     )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=0.0,
+        help="sys.setswitchinterval of the workers (0: the service's)",
+    )
     parser.add_argument("--bare", action="store_true", help="the bare grpcio server instead")
     args = vars(parser.parse_args(argv))
     if args.pop("bare"):
@@ -162,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return serve_bare(config.host, config.port)
     reply_bytes = int(args.pop("reply_bytes"))
     sync_threads = int(args.pop("sync_threads"))
+    switch_interval = float(args.pop("switch_interval"))
     config = service_config.resolve(args, os.environ)
     directory = metrics.prepare_directory(
         config.metrics_dir or tempfile.mkdtemp(prefix="basra-bench-metrics-")
@@ -179,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         process = context.Process(
             target=worker_main,
             args=(config, config.port, reply_bytes, sync_threads, writer),
+            kwargs={"switch_interval": switch_interval},
             name=f"w{slot}",
         )
         process.start()

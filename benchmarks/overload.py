@@ -19,9 +19,10 @@ p99 and max latency, and failures.
 Variants: `before` is the server of another revision (default ad316a8, the commit this work
 started from), run from a temporary git worktree of it (`git worktree add --detach`, removed at
 the end) with its own generated code; `sync` and `asyncio` are this tree's server with `--io`.
-A variant may add settings of `basra-rules serve` after slashes (`sync/admission-limit=32`),
-and `/threads=N` runs the sync server with N threads (benchmarks.bench_server: the service's
-own server builders, that one constant changed).
+A variant may add settings of `basra-rules serve` after slashes (`sync/admission-limit=32`);
+`/threads=N` (the sync server's threads) and `/switch=S` (the workers' GIL switch interval,
+seconds) run benchmarks.bench_server instead: the service's own server builders with that
+one constant changed.
 
 Callers (--callers): `once` (the default) makes one attempt per offered call; `retry` loads
 deploy/grpc-service-config.json into every channel (`grpc.service_config`,
@@ -466,16 +467,25 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
     name, *settings = variant.split("/")
     io = "sync" if name == "before" else name
     flags: list[str] = []
+    knobs: list[str] = []
     threads = 0
     for setting in settings:
         key, _, value = setting.partition("=")
         if key == "threads":
             threads = int(value)
+        elif key == "switch":
+            knobs += ["--switch-interval", value]
         else:
             flags += [f"--{key}", value]
-    if threads:
+    if threads or knobs:
         running = bench_server(
-            io, workers, 0, "warning", sync_threads=threads, metrics=True, flags=flags
+            io,
+            workers,
+            0,
+            "warning",
+            sync_threads=threads,
+            metrics=True,
+            flags=[*flags, *knobs],
         )
     else:
         running = served(io, workers, "warning", metrics=True, flags=flags, tree=tree)

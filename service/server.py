@@ -29,6 +29,11 @@ HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 HEALTH_NAMES = ("", SERVICE_NAME)
 # Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing.
 SYNC_THREADS = 8
+# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms). The
+# sync server's one polling thread takes every call in, refuses past the bound and sends every
+# answer, and waits for the GIL behind the work threads each time: at 5 ms per wait, under
+# overload calls queued in gRPC core, unseen, past their deadlines. Applied by each worker.
+SWITCH_INTERVAL = 0.005
 # Keepalive: ping idle clients every minute to find dead peers; let clients ping every 10 s.
 KEEPALIVE_MS = 60_000
 KEEPALIVE_TIMEOUT_MS = 20_000
@@ -51,6 +56,8 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
         ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_MS),
         ("grpc.http2.max_ping_strikes", 2),
     ]
+    if config.admission_limit:
+        options += _intake_limits(config.admission_limit)
     if config.max_connection_age_seconds > 0:
         options.append(
             ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000))
@@ -62,6 +69,26 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
             )
         )
     return options
+
+
+# The longest a call may wait in gRPC core before the server takes it in (whole seconds).
+MAX_UNTAKEN_SECONDS = 1
+
+
+def _intake_limits(admission_limit: int) -> list[tuple[str, int]]:
+    """gRPC core's own limits on the calls waiting for the server to take them in.
+
+    The admission bound (service/admission.py) is decided as the server takes a call in; when
+    calls come faster than the server can even take them in (and refuse them), they wait in
+    gRPC core, unseen and past their deadlines. Core then refuses what waits beyond the bound
+    (at random between it and twice it, all beyond: CANCELLED, in C, no Python work) and drops
+    what has waited a second, so the server only ever takes in calls that can still be answered.
+    """
+    return [
+        ("grpc.server.max_pending_requests", admission_limit),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * admission_limit),
+        ("grpc.server_max_unrequested_time_in_server", MAX_UNTAKEN_SECONDS),
+    ]
 
 
 def receive_limit(config: Config) -> int:
