@@ -81,8 +81,8 @@ def worker_main(
     if sync_threads:
         # A benchmark-only knob: the service's builder reads this module constant when called.
         server.SYNC_THREADS = sync_threads
-    # As service.workers does, unless the benchmark-only knob asks for another.
-    sys.setswitchinterval(switch_interval or server.SWITCH_INTERVAL)
+    if switch_interval:  # a benchmark-only knob: the workers' GIL switch interval
+        sys.setswitchinterval(switch_interval)
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     tally = metrics.Tally(metrics.Metrics.create(None))
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "--switch-interval",
         type=float,
         default=0.0,
-        help="sys.setswitchinterval of the workers (0: the service's)",
+        help="sys.setswitchinterval of the workers (0: Python's default, as the service)",
     )
     parser.add_argument("--bare", action="store_true", help="the bare grpcio server instead")
     args = vars(parser.parse_args(argv))

@@ -29,11 +29,6 @@ HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 HEALTH_NAMES = ("", SERVICE_NAME)
 # Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing.
 SYNC_THREADS = 8
-# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms). The
-# sync server's one polling thread takes every call in, refuses past the bound and sends every
-# answer, and waits for the GIL behind the work threads each time: at 5 ms per wait, under
-# overload calls queued in gRPC core, unseen, past their deadlines. Applied by each worker.
-SWITCH_INTERVAL = 0.005
 # Keepalive: ping idle clients every minute to find dead peers; let clients ping every 10 s.
 KEEPALIVE_MS = 60_000
 KEEPALIVE_TIMEOUT_MS = 20_000

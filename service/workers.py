@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -79,9 +78,6 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     """Run one worker: serve on the shared port until SIGTERM or until the parent is gone."""
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     from service.interceptors import CallObserver  # grpc is imported by workers only
-    from service.server import SWITCH_INTERVAL
-
-    sys.setswitchinterval(SWITCH_INTERVAL)
 
     plan_table.install()  # before serving: no reachable floor is searched in a call
 
