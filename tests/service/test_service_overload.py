@@ -36,7 +36,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
-from service.server import SYNC_THREADS, build_async, build_sync, make_handlers
+from service.server import SYNC_THREADS, build_async, build_sync, grpc_options, make_handlers
 from service.servicer import respond
 from testkit.actions import action_to_proto
 
@@ -434,3 +434,15 @@ def test_an_unbounded_server_never_sheds() -> None:
     for _ in range(1000):
         bound.enter()
     assert not bound.full()
+
+
+def test_grpc_core_bounds_the_calls_waiting_to_be_taken_in() -> None:
+    """With a bound, gRPC core holds at most the bound of calls the server has not taken in
+    (refusing at random up to twice it) and none longer than a second; without, its defaults."""
+    options = dict(grpc_options(Config(admission_limit=64)))
+    assert options["grpc.server.max_pending_requests"] == 64
+    assert options["grpc.server.max_pending_requests_hard_limit"] == 128
+    assert options["grpc.server_max_unrequested_time_in_server"] == 1
+    unbounded = dict(grpc_options(Config(admission_limit=0)))
+    assert "grpc.server.max_pending_requests" not in unbounded
+    assert "grpc.server_max_unrequested_time_in_server" not in unbounded
