@@ -145,7 +145,9 @@ def serve_bare(host: str, port: int) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=BARE_THREADS))
     servicer = health.HealthServicer()
-    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    # Both names the chart's probes ask (liveness "", readiness the service's), as the service.
+    for name in ("", "basra.v1.RulesService"):
+        servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     server.start()

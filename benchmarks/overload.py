@@ -16,7 +16,9 @@ process, a gRPC health Check every 0.5 s on a new connection each time, as the k
 (2 s timeout, alternately the liveness name "" and the readiness name basra.v1.RulesService):
 p99 and max latency, and failures.
 
-Variants: `before` is the server of another revision (default ad316a8, the commit this work
+Variants: `bare` is the limit of this stack, a plain grpcio server answering a no-op (health
+Check) on the same machine (benchmarks.bench_server --bare), capacity only and once per run;
+`before` is the server of another revision (default ad316a8, the commit this work
 started from), run from a temporary git worktree of it (`git worktree add --detach`, removed at
 the end) with its own generated code; `sync` and `asyncio` are this tree's server with `--io`.
 A variant may add settings of `basra-rules serve` after slashes (`sync/admission-limit=32`);
@@ -30,7 +32,7 @@ deploy/grpc-service-config.json into every channel (`grpc.service_config`,
 published policy says; `closed` keeps the in-flight count full, sending the next call the
 moment one ends, however it ended (a client that retries in a loop and ignores RetryInfo).
 
-    .venv/bin/python -m benchmarks.overload                          # 1 run, every variant
+    .venv/bin/python -m benchmarks.overload                          # 1 run: bare, before, sync
     nice -n 10 .venv/bin/python -m benchmarks.overload --runs 3 --json overload.json
     .venv/bin/python -m benchmarks.overload --variants sync --rpcs Apply --seconds 5
 
@@ -64,10 +66,19 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks import ghz_data
 from benchmarks.measure import finish, header, load_average, now, percentile
-from benchmarks.servers import ROOT, Server, bench_server, cpu_seconds, served
+from benchmarks.servers import (
+    HEALTH_PATH,
+    ROOT,
+    Server,
+    bare_server,
+    bench_server,
+    cpu_seconds,
+    served,
+)
 from testkit.actions import action_to_proto, play_match
 
 BEFORE_REV = "ad316a8"
+BARE = "bare"
 SERVICE_CONFIG = ROOT / "deploy" / "grpc-service-config.json"
 RPCS = ("NewMatch", "Apply", "LegalMoves", "PlayerView", "Replay", "SuggestMove")
 PATHS = {rpc: f"/basra.v1.RulesService/{rpc}" for rpc in RPCS}
@@ -405,6 +416,7 @@ def run_phase(
     phase: str,
     requests: Sequence[bytes],
     *,
+    path: str,
     rate: float,
     in_flight: int,
     capacity: Phase | None,
@@ -418,7 +430,7 @@ def run_phase(
         seen, client = drive_from(
             args.clients,
             server.address,
-            PATHS[rpc],
+            path,
             requests,
             seconds=args.seconds,
             in_flight=in_flight,
@@ -463,7 +475,12 @@ def run_phase(
 def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]:
     """The server a variant names: `before`, `sync` or `asyncio`, then `/flag=value` settings
     of `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the sync server's
-    thread count, through benchmarks.bench_server (the service's own builders)."""
+    thread count, through benchmarks.bench_server (the service's own builders); `bare`, the
+    plain grpcio server."""
+    if variant == BARE:
+        with bare_server() as bare:
+            yield bare
+        return
     name, *settings = variant.split("/")
     io = "sync" if name == "before" else name
     flags: list[str] = []
@@ -494,14 +511,18 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
 
 
 def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace) -> list[Phase]:
-    """Capacity, then each overload factor, on a fresh server of `variant`."""
-    requests = requests_of(rpc)
+    """Capacity, then each overload factor, on a fresh server of `variant` (`bare`: its no-op,
+    capacity only)."""
+    bare = variant == BARE
+    requests = [b""] if bare else requests_of(rpc)  # an empty HealthCheckRequest
+    path = HEALTH_PATH if bare else PATHS[rpc]
+    factors = [] if bare else args.factors
     phases: list[Phase] = []
     with server_of(variant, tree, args.workers) as server:
         asyncio.run(  # warm-up: imports, caches, connections
             drive(
                 server.address,
-                PATHS[rpc],
+                path,
                 requests,
                 seconds=2.0,
                 in_flight=CAPACITY_IN_FLIGHT,
@@ -517,13 +538,14 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
             rpc,
             "capacity",
             requests,
+            path=path,
             rate=0.0,
             in_flight=CAPACITY_IN_FLIGHT,
             capacity=None,
             args=args,
         )
         phases.append(base)
-        for factor in args.factors:
+        for factor in factors:
             time.sleep(SETTLE_SECONDS)
             rate = factor * base.ok_per_second
             phases.append(
@@ -533,6 +555,7 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
                     rpc,
                     f"{factor:g}x",
                     requests,
+                    path=path,
                     rate=rate,
                     in_flight=max(1, round(rate * DEADLINE_SECONDS)),
                     capacity=base,
@@ -571,9 +594,10 @@ def one_run(number: int, args: argparse.Namespace, before: Path | None) -> list[
     phases: list[Phase] = []
     for variant in variants[shift:] + variants[:shift]:
         tree = before if variant.split("/")[0] == "before" else None
-        for rpc in args.rpcs:
-            phases += run_rpc(variant, tree, rpc, args)
-            for phase in phases[-1 - len(args.factors) :]:
+        for rpc in ["no-op"] if variant == BARE else args.rpcs:
+            ran = run_rpc(variant, tree, rpc, args)
+            phases += ran
+            for phase in ran:
                 print(line(phase), flush=True)
     return phases
 
@@ -660,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; print each phase, then the medians over the runs."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.overload", description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--variants", type=lambda s: s.split(","), default=["before", "sync"])
+    parser.add_argument("--variants", type=lambda s: s.split(","), default=[BARE, "before", "sync"])
     parser.add_argument("--rpcs", type=lambda s: s.split(","), default=["SuggestMove", "Apply"])
     parser.add_argument(
         "--factors",
