@@ -13,7 +13,8 @@ import random
 import sys
 
 from engine import Status, apply, new_match
-from engine.plans import _abstract_plans, _groups_on, _plans_cached
+from engine.plan_memo import _shape_plans, taken_cards
+from engine.plans import _plans_cached
 from testkit.actions import random_action
 
 
@@ -40,7 +41,7 @@ def main() -> int:
         if number % 1000 == 0:
             sizes = [
                 f"{f.cache_info().currsize}/{f.cache_info().maxsize}"
-                for f in (_plans_cached, _groups_on, _abstract_plans)
+                for f in (_plans_cached, taken_cards, _shape_plans)
             ]
             print(f"{number} matches: {rss_mib():.1f} MiB; memos {' '.join(sizes)}")
     return 0

@@ -2,7 +2,7 @@
 
 A numeric card of rank r only trails when no rank-r card lies on the floor, so each rank
 lies there at most max(1, its count among the 4 first floor cards) times: beyond one card
-per rank, at most 3 extra cards (engine.plans.reachable_shapes). This script walks every
+per rank, at most 3 extra cards (engine.plan_table.reachable_shapes). This script walks every
 floor of that shape for every played value and reports the most search steps one needs
 (docs/rules.md cites it).
 
@@ -14,7 +14,9 @@ from __future__ import annotations
 import sys
 import time
 
-from engine.plans import DEFAULT_WORK_LIMIT, _search, reachable_shapes
+from engine.facts import DEFAULT_WORK_LIMIT
+from engine.plan_search import search_shape
+from engine.plan_table import reachable_shapes
 
 
 def main() -> int:
@@ -26,7 +28,7 @@ def main() -> int:
         worst: tuple[int, tuple[int, ...]] = (0, ())
         for shape in reachable_shapes(value):
             total += 1
-            work = _search(value, shape, 10**9).work
+            work = search_shape(value, shape, 10**9).work
             if work > worst[0]:
                 worst = (work, tuple((shape >> (4 * r) & 15).bit_count() for r in range(value - 1)))
         print(f"value {value}: worst {worst[0]} steps for counts {worst[1]}")

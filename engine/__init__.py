@@ -17,15 +17,24 @@ from engine.events import (
     Swept,
     Trailed,
 )
-from engine.facts import MAX_PLANS
+from engine.facts import DEFAULT_WORK_LIMIT, MAX_PLANS
 from engine.infoset import InformationSet
 from engine.match import Action, Move, apply, legal_actions, legal_moves, new_match
-from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
+from engine.plans import Plan, plans_for
 from engine.replay import ReplayResult, replay
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status
 from engine.validate import check_state
-from engine.view import HiddenDeal, SeatView, information_set, seat_events, seat_view
+from engine.view import (
+    HiddenDeal,
+    PublicView,
+    SeatView,
+    information_set,
+    public_events,
+    public_view,
+    seat_events,
+    seat_view,
+)
 
 __all__ = [
     "DEFAULT_WORK_LIMIT",
@@ -46,6 +55,7 @@ __all__ = [
     "MatchOver",
     "Move",
     "Plan",
+    "PublicView",
     "Reason",
     "ReplayResult",
     "RuleError",
@@ -67,6 +77,8 @@ __all__ = [
     "parse_card",
     "parse_cards",
     "plans_for",
+    "public_events",
+    "public_view",
     "replay",
     "score_hand",
     "seat_events",

@@ -7,12 +7,31 @@ from collections.abc import Iterable
 from typing import TypeAlias, TypeVar
 
 from engine.errors import Reason, RuleError
-from engine.facts import ACE, CODES, DECK_SIZE, JACK, RANKS, SEVEN_OF_DIAMONDS, SUITS, VALUES
+from engine.facts import (
+    ACE,
+    ACE_POINTS,
+    CODES,
+    DECK_SIZE,
+    JACK,
+    JACK_POINTS,
+    RANKS,
+    SEVEN_D_BASRA_BLOCKERS,
+    SEVEN_D_BASRA_MAX_FLOOR,
+    SEVEN_OF_DIAMONDS,
+    SUITS,
+    TEN_OF_DIAMONDS,
+    TEN_OF_DIAMONDS_POINTS,
+    TWO_OF_CLUBS,
+    TWO_OF_CLUBS_POINTS,
+    VALUES,
+)
 
 # A card is its canonical index in facts.CODES: rank_position * 4 + suit_position.
 Card: TypeAlias = int
 
 FULL_MASK = (1 << DECK_SIZE) - 1
+CARD_BITS = (DECK_SIZE - 1).bit_length()
+"""Bits that hold any card: a card packed into an integer key takes this many."""
 _INDEX_BY_CODE: dict[str, Card] = {code: index for index, code in enumerate(CODES)}
 # Longest piece of a rejected value quoted back in an error (a code is at most 3 characters).
 SHOWN_CHARS = 16
@@ -22,6 +41,8 @@ RANK_OF: tuple[int, ...] = tuple(RANKS.index(c[:-1]) for c in CODES)
 RANK_VALUES: tuple[int, ...] = tuple(VALUES.get(rank, 0) for rank in RANKS)
 """Numeric value of each rank position, 0 for the ranks that have none (J, Q, K)."""
 JACK_RANK = RANKS.index(JACK)
+VALUE_BITS = max(RANK_VALUES).bit_length()
+"""Bits that hold any numeric value: a value packed into an integer key takes this many."""
 
 # Masks of the four cards of each rank, for rank captures and scoring.
 RANK_MASKS: tuple[int, ...] = tuple(
@@ -29,15 +50,35 @@ RANK_MASKS: tuple[int, ...] = tuple(
 )
 JACKS_MASK = RANK_MASKS[JACK_RANK]
 ACES_MASK = RANK_MASKS[RANKS.index(ACE)]
+LOWER_RANKS_MASKS: tuple[int, ...] = tuple(sum(RANK_MASKS[:rank]) for rank in range(len(RANKS)))
+"""Per rank position, the cards of every lower rank."""
 # Cards with a numeric value (A..10): the only ones that can be part of a sum.
 NUMERIC_MASK = sum(RANK_MASKS[r] for r, value in enumerate(RANK_VALUES) if value)
 # The cards that sweep when played and that a new floor may not hold: every J and the 7D.
 SWEEPERS_MASK = JACKS_MASK | 1 << SEVEN_OF_DIAMONDS
+# The cards whose presence on the floor keeps the 7D's sweep from being a Basra.
+SEVEN_D_BASRA_BLOCKERS_MASK = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_BASRA_BLOCKERS)
 
 
 def is_sweeper(card: Card) -> bool:
     """Return whether a card sweeps when played (a J or the 7D), so no new floor holds it."""
     return bool(SWEEPERS_MASK >> card & 1)
+
+
+def seven_d_basra(floor: int) -> bool:
+    """Return whether the 7D played on a non-empty floor (a bitmask) scores a Basra."""
+    return floor.bit_count() <= SEVEN_D_BASRA_MAX_FLOOR and not floor & SEVEN_D_BASRA_BLOCKERS_MASK
+
+
+def card_points(cards: int) -> int:
+    """Return the points of the special cards in a set of cards (a bitmask): every J and A,
+    the 2C and the 10D, as a hand's score counts them."""
+    return (
+        JACK_POINTS * (cards & JACKS_MASK).bit_count()
+        + ACE_POINTS * (cards & ACES_MASK).bit_count()
+        + TWO_OF_CLUBS_POINTS * (cards >> TWO_OF_CLUBS & 1)
+        + TEN_OF_DIAMONDS_POINTS * (cards >> TEN_OF_DIAMONDS & 1)
+    )
 
 
 def shown(value: object) -> str:

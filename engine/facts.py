@@ -85,6 +85,9 @@ TARGET = 121
 
 # --- Limits of what the engine accepts ------------------------------------------------
 
+DEFAULT_WORK_LIMIT = 10_000
+"""Search steps one plan generation may take by default. Reachable floors need at most a few
+thousand (docs/rules.md gives the argument); crafted floors beyond it are refused."""
 MIN_SEED_BYTES = 1
 MAX_SEED_BYTES = 64
 MAX_LABEL_CHARS = 64

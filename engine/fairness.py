@@ -17,9 +17,15 @@ from enum import StrEnum
 from engine import rng
 from engine.cards import code
 from engine.events import Captured, CardPlayed, CardsDealt, Event, FloorFixed, HandStarted, Trailed
-from engine.facts import HAND_CARDS, MAX_SEED_BYTES, MIN_SEED_BYTES, ROUND_CARDS, SEATS
+from engine.facts import (
+    DEFAULT_WORK_LIMIT,
+    HAND_CARDS,
+    MAX_SEED_BYTES,
+    MIN_SEED_BYTES,
+    ROUND_CARDS,
+    SEATS,
+)
 from engine.match import Action, deal_hand
-from engine.plans import DEFAULT_WORK_LIMIT
 from engine.replay import replay
 from engine.state import Status
 from engine.view import HiddenDeal, seat_events

@@ -23,6 +23,7 @@ from engine.events import (
 )
 from engine.facts import (
     DECK_SIZE,
+    DEFAULT_WORK_LIMIT,
     FLOOR_CARDS,
     HAND_CARDS,
     MAX_LABEL_CHARS,
@@ -31,7 +32,7 @@ from engine.facts import (
     ROUND_CARDS,
     SEATS,
 )
-from engine.plans import DEFAULT_WORK_LIMIT, Plan, plans_for
+from engine.plans import Plan, plans_for
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status
 from engine.validate import check_state

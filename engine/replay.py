@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from engine.errors import RuleError
 from engine.events import Event
+from engine.facts import DEFAULT_WORK_LIMIT
 from engine.match import Action, apply, new_match
-from engine.plans import DEFAULT_WORK_LIMIT
 from engine.state import State
 
 

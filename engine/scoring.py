@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from engine.cards import ACES_MASK, JACKS_MASK
+from engine.cards import ACES_MASK, JACKS_MASK, card_points
 from engine.events import HandScored, SeatScore
 from engine.facts import (
-    ACE_POINTS,
     BASRA_POINTS,
-    JACK_POINTS,
     MAJORITY_CARDS,
     MAJORITY_POINTS,
     SEATS,
     TARGET,
     TEN_OF_DIAMONDS,
-    TEN_OF_DIAMONDS_POINTS,
     TIE_CARDS,
     TWO_OF_CLUBS,
-    TWO_OF_CLUBS_POINTS,
 )
 
 
@@ -40,10 +36,11 @@ def score_hand(
     for seat in SEATS:
         pile = piles[seat]
         majority = MAJORITY_POINTS + carry if seat == majority_seat else 0
-        jacks = JACK_POINTS * (pile & JACKS_MASK).bit_count()
-        aces = ACE_POINTS * (pile & ACES_MASK).bit_count()
-        two = TWO_OF_CLUBS_POINTS if pile >> TWO_OF_CLUBS & 1 else 0
-        ten = TEN_OF_DIAMONDS_POINTS if pile >> TEN_OF_DIAMONDS & 1 else 0
+        # The special cards' points item by item: the pile's cards of each item alone.
+        jacks = card_points(pile & JACKS_MASK)
+        aces = card_points(pile & ACES_MASK)
+        two = card_points(pile & 1 << TWO_OF_CLUBS)
+        ten = card_points(pile & 1 << TEN_OF_DIAMONDS)
         basra_points = BASRA_POINTS * basras[seat]
         hand_total = majority + jacks + aces + two + ten + basra_points
         seats.append(

@@ -1,4 +1,4 @@
-"""What one seat may see: its own hand, public counts and its legal moves, nothing hidden."""
+"""What one seat may see (its own hand, public counts, its legal moves) and what anybody may see."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from engine import rng
 from engine.cards import Card, shows_codes
 from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
-from engine.facts import SEATS
+from engine.facts import DEFAULT_WORK_LIMIT, SEATS
 from engine.infoset import InformationSet
 from engine.match import Move, PlanGenerator, legal_moves
-from engine.plans import DEFAULT_WORK_LIMIT, plans_for
+from engine.plans import plans_for
 from engine.state import State, Status
 
 
@@ -85,6 +85,55 @@ def seat_view(
     )
 
 
+@shows_codes
+@dataclass(frozen=True, slots=True)
+class PublicView:
+    """What anybody may see of a match, without a seat: no hand card, no deck card."""
+
+    seq: int
+    hand_number: int
+    round_number: int
+    dealer: int
+    to_move: int | None
+    floor: tuple[Card, ...]
+    deck_size: int
+    hand_sizes: tuple[int, int]
+    captured_counts: tuple[int, int]
+    basras: tuple[int, int]
+    totals: tuple[int, int]
+    carry: int
+    status: Status
+    winner: int | None
+    labels: tuple[str, str]
+    seed_commitment: bytes
+    """SHA-256 of the seed, fixed from the first deal so the seed can be checked later."""
+    seed: bytes | None
+    """The seed itself, revealed only once the match is over."""
+
+
+def public_view(state: State) -> PublicView:
+    """Return what anybody (a spectator) may see of `state`: a seat's view without its hand."""
+    return PublicView(
+        seq=state.seq,
+        hand_number=state.hand_number,
+        round_number=state.round_number,
+        dealer=state.dealer,
+        to_move=state.to_move,
+        floor=state.floor,
+        deck_size=len(state.deck),
+        hand_sizes=(len(state.hands[0]), len(state.hands[1])),
+        captured_counts=(len(state.captured[0]), len(state.captured[1])),
+        basras=state.basras,
+        totals=state.totals,
+        carry=state.carry,
+        status=state.status,
+        winner=state.winner,
+        labels=state.labels,
+        seed_commitment=rng.commitment(state.seed),
+        seed=state.seed if state.status is Status.OVER else None,
+    )
+
+
 def information_set(state: State, seat: int) -> InformationSet:
     """Return `seat`'s information set: what it has seen, for the bot (never hidden cards)."""
     _check_seat(seat)
@@ -115,12 +164,27 @@ class HiddenDeal:
     count: int
 
 
-def seat_events(events: tuple[Event, ...], seat: int) -> tuple[Event | HiddenDeal, ...]:
-    """Return the events as `seat` may see them: the other seat's dealt cards become a count."""
-    _check_seat(seat)
+def _hiding_deals(events: tuple[Event, ...], shown: int | None) -> tuple[Event | HiddenDeal, ...]:
+    # Cards dealt to a seat other than `shown` become their count; a visible event is passed on
+    # as the same object (service/convert.py reuses its encoding).
     return tuple(
         HiddenDeal(e.seat, len(e.cards))
-        if isinstance(e, CardsDealt) and e.seat is not None and e.seat != seat
+        if isinstance(e, CardsDealt) and e.seat is not None and e.seat != shown
         else e
         for e in events
     )
+
+
+def seat_events(events: tuple[Event, ...], seat: int) -> tuple[Event | HiddenDeal, ...]:
+    """Return the events as `seat` may see them: the other seat's dealt cards become a count."""
+    _check_seat(seat)
+    return _hiding_deals(events, seat)
+
+
+def public_events(events: tuple[Event, ...]) -> tuple[Event | HiddenDeal, ...]:
+    """Return the events as anybody may see them: the cards dealt to either seat become a count.
+
+    Everything else is public: the plays, what each capture took from the floor, the floor's
+    deals and fixes, the leftovers and the scores.
+    """
+    return _hiding_deals(events, None)

@@ -181,11 +181,21 @@ class Handlers:
 
     @_refusing
     def player_view(self, request: pb.PlayerViewRequest) -> bytes:
-        """Return what one seat may see of the state."""
+        """Return what one seat may see of the state, or (spectator) what anybody may see."""
         state = self._checked_state(request)
+        if request.spectator:
+            if request.HasField("seat"):
+                raise errors.refusal(
+                    engine.Reason.INVALID_SEAT,
+                    "A request for the public view names no seat.",
+                    seat=request.seat,
+                )
+            return writing.public_view_response_bytes(engine.public_view(state))
         if not request.HasField("seat"):
             raise errors.refusal(
-                engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
+                engine.Reason.INVALID_SEAT,
+                "The request names no seat (seats are 0 and 1) and does not ask for the public "
+                "view (spectator).",
             )
         limit = self.limits.plan_work_limit
         view = engine.seat_view(state, request.seat, limit, self._timed_plans)

@@ -16,6 +16,7 @@ they only trail the calls by up to FLUSH_SECONDS.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from bisect import bisect_left
 from collections.abc import Callable
@@ -342,10 +343,15 @@ def multiprocess_registry(directory: str) -> CollectorRegistry:
     return registry
 
 
-def prepare_directory(directory: str) -> str:
-    """Create the multiprocess directory and remove values left by an earlier run."""
-    path = Path(directory)
+def prepare_directory(directory: str | None) -> str:
+    """Create the multiprocess directory (None: a fresh temporary one), prove it writable, and
+    remove values left by an earlier run; OSError says why a directory cannot be used."""
+    path = Path(directory or tempfile.mkdtemp(prefix="basra-metrics-"))
     path.mkdir(parents=True, exist_ok=True)
+    # Every worker writes its values here: a read-only or foreign directory is found now, with
+    # one clear line, not in a worker's traceback after the server has started.
+    with tempfile.TemporaryFile(dir=path):
+        pass
     for stale in path.glob("*.db"):
         stale.unlink()
     return str(path)
@@ -360,3 +366,10 @@ def serve(host: str, port: int, registry: CollectorRegistry) -> int:
     """Serve /metrics over HTTP on a daemon thread; return the bound port."""
     server, _thread = start_http_server(port, addr=host.strip("[]"), registry=registry)
     return int(server.server_address[1])
+
+
+def describe_os_error(error: OSError) -> str:
+    """One line for a failed file operation: what went wrong, and on which path."""
+    if error.filename is None:
+        return str(error.strerror or error)
+    return f"{error.strerror}: {error.filename}"

@@ -1,10 +1,11 @@
-"""The capture-plan table every worker installs at start, built ahead of time and shipped.
+"""The capture-plan table's file: the table every worker installs at start, shipped built.
 
-engine.plans.plan_table() searches every reachable floor shape once (seconds of work); the
-result ships gzipped beside this module, and workers install it before they serve, so that no
-reachable floor costs a plan search in a live call, not even on a fresh worker. Floors that no
-match can reach are still searched, within the work bound. The file is what the engine
-builds, byte for byte once decompressed (tests/service/test_plan_table.py checks it):
+engine.plan_table.build() searches every reachable floor shape once (seconds of work) into
+the table's format (engine.plan_table); the result ships gzipped beside this module, and
+workers install it before they serve, so that no reachable floor costs a plan search in a live
+call, not even on a fresh worker. Floors that no match can reach are still searched, within
+the work bound. The file is what the engine builds, byte for byte once decompressed
+(tests/service/test_service_plan_table.py checks it):
 
     .venv/bin/python -m service.plan_table            # rewrite service/plan_table.bin.gz
     .venv/bin/python -m service.plan_table --check    # exit 1 if it is not what the engine builds
@@ -18,7 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.plans import install_plan_table, plan_table
+from engine.plan_memo import install_plan_table
+from engine.plan_table import build
 
 PATH = Path(__file__).with_name("plan_table.bin.gz")
 
@@ -38,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
     args = parser.parse_args(argv)
-    built = plan_table()
+    built = build()
     if args.check:
         current = PATH.exists() and shipped() == built
         print(f"{PATH.name}: {'current' if current else 'stale: rewrite it'}")

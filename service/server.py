@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import _async as health_aio  # the module health.aio re-exports
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
+from service import reflection
 from service.admission import Admission, AdmissionInterceptor, AsyncAdmissionInterceptor
 from service.config import Config
 from service.deadlines import SearchClock
@@ -138,13 +138,6 @@ def _bind(server: Any, address: str, config: Config) -> int:
     return port
 
 
-def _service_names(config: Config) -> tuple[str, ...]:
-    names = [SERVICE_NAME, HEALTH_SERVICE_NAME]
-    if config.reflection:
-        names.append(reflection.SERVICE_NAME)
-    return tuple(names)
-
-
 @dataclass(frozen=True, slots=True)
 class SyncServer:
     """A built thread-pool server, its health servicer, its bound port and its admission."""
@@ -197,7 +190,7 @@ def build_sync(
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
-        reflection.enable_server_reflection(_service_names(config), server)
+        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return SyncServer(server, health_servicer, bound, admitting)
 
@@ -247,6 +240,6 @@ async def build_async(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if config.reflection:
-        reflection.enable_server_reflection(_service_names(config), server)
+        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return AsyncServer(server, health_servicer, bound, admitting)

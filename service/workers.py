@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -201,9 +200,15 @@ def _signal_all(workers: dict[int, Worker], signum: int) -> None:
 def supervise(config: Config, logger: Logger) -> int:
     """Run the workers until SIGTERM/SIGINT; return the process exit code."""
     own_dir = config.metrics_dir is None
-    directory = metrics.prepare_directory(
-        config.metrics_dir or tempfile.mkdtemp(prefix="basra-metrics-")
-    )
+    try:
+        directory = metrics.prepare_directory(config.metrics_dir)
+    except OSError as error:
+        logger.error(
+            "cannot use the metrics directory",
+            metrics_dir=config.metrics_dir or "(a new temporary directory)",
+            error=metrics.describe_os_error(error),
+        )
+        return 1
     metrics.enable_multiprocess(directory)
     workers: dict[int, Worker] = {}
     stopping = threading.Event()

@@ -27,12 +27,14 @@ from engine import (
     MatchOver,
     Move,
     Plan,
+    PublicView,
     SeatScore,
     SeatView,
     State,
     Swept,
     Trailed,
     code,
+    public_events,
     seat_events,
 )
 from engine.bot import Suggestion
@@ -43,6 +45,7 @@ from service.enums import PROTO_BOT_LEVEL, PROTO_STATUS
 from service.fields import (
     APPLY_RESPONSE_EVENTS,
     APPLY_RESPONSE_LEGAL_MOVES,
+    APPLY_RESPONSE_PUBLIC_EVENTS,
     APPLY_RESPONSE_SEAT_EVENTS,
     APPLY_RESPONSE_SEED_COMMITMENT,
     APPLY_RESPONSE_SIGNED_STATE,
@@ -105,6 +108,7 @@ from service.fields import (
     PLAYER_VIEW_HAND,
     PLAYER_VIEW_HAND_NUMBER,
     PLAYER_VIEW_LEGAL_MOVES,
+    PLAYER_VIEW_RESPONSE_PUBLIC_VIEW,
     PLAYER_VIEW_RESPONSE_VIEW,
     PLAYER_VIEW_ROUND_NUMBER,
     PLAYER_VIEW_SEAT,
@@ -120,6 +124,19 @@ from service.fields import (
     PUBLIC_SEAT_HAND_SIZE,
     PUBLIC_SEAT_LABEL,
     PUBLIC_SEAT_TOTAL,
+    PUBLIC_VIEW_CARRY,
+    PUBLIC_VIEW_DEALER,
+    PUBLIC_VIEW_DECK_SIZE,
+    PUBLIC_VIEW_FLOOR,
+    PUBLIC_VIEW_HAND_NUMBER,
+    PUBLIC_VIEW_ROUND_NUMBER,
+    PUBLIC_VIEW_SEATS,
+    PUBLIC_VIEW_SEED,
+    PUBLIC_VIEW_SEED_COMMITMENT,
+    PUBLIC_VIEW_SEQ,
+    PUBLIC_VIEW_STATUS,
+    PUBLIC_VIEW_TO_MOVE,
+    PUBLIC_VIEW_WINNER,
     REPLAY_RESPONSE_EVENTS,
     REPLAY_RESPONSE_LEGAL_MOVES,
     REPLAY_RESPONSE_REFUSAL,
@@ -460,8 +477,10 @@ def match_response_bytes(
     `state`, `moves` and `signed_state` are the encodings of a State, a LegalMoves and a
     SignedState (None: no signed state).
     """
-    # An event is the same field of the response and of SeatEvents: encoded once, used thrice.
-    fields_ = [message(APPLY_RESPONSE_EVENTS, event_bytes(e)) for e in events]
+    # An event is encoded once; as the same field of the response and of SeatEvents, it is
+    # used thrice, and its body once more in the public events.
+    bodies = [event_bytes(e) for e in events]
+    fields_ = [message(APPLY_RESPONSE_EVENTS, body) for body in bodies]
     return b"".join(
         (
             message(APPLY_RESPONSE_STATE, state),
@@ -470,9 +489,19 @@ def match_response_bytes(
             message(APPLY_RESPONSE_SEAT_EVENTS, _seat_events(events, fields_, 0)),
             message(APPLY_RESPONSE_SEAT_EVENTS, _seat_events(events, fields_, 1)),
             wire.data(APPLY_RESPONSE_SEED_COMMITMENT, seed_commitment),
+            *_public_events(events, bodies),
             b"" if signed_state is None else message(APPLY_RESPONSE_SIGNED_STATE, signed_state),
         )
     )
+
+
+def _public_events(events: tuple[Event, ...], bodies: Sequence[bytes]) -> list[bytes]:
+    """The response's public_events fields; `bodies` are the events' encodings."""
+    shown = public_events(events)
+    return [
+        message(APPLY_RESPONSE_PUBLIC_EVENTS, body if public is event else event_bytes(public))
+        for public, event, body in zip(shown, events, bodies, strict=True)
+    ]
 
 
 def refusal_bytes(reason: str, sentence: str, metadata: Mapping[str, str]) -> bytes:
@@ -502,7 +531,7 @@ def replay_response_bytes(
     )
 
 
-def _public_seat(view: SeatView, seat: int, hand_size: int) -> bytes:
+def _public_seat(view: SeatView | PublicView, seat: int, hand_size: int) -> bytes:
     return b"".join(
         (
             text(PUBLIC_SEAT_LABEL, view.labels[seat]),
@@ -551,8 +580,38 @@ def view_bytes(view: SeatView) -> bytes:
 
 
 def player_view_response_bytes(view: SeatView) -> bytes:
-    """An encoded PlayerViewResponse."""
+    """An encoded PlayerViewResponse of a seat's view."""
     return message(PLAYER_VIEW_RESPONSE_VIEW, view_bytes(view))
+
+
+_PUBLIC_FLOOR = _CARD_FIELDS[PUBLIC_VIEW_FLOOR]
+
+
+def public_view_bytes(view: PublicView) -> bytes:
+    """The encoded basra.v1.PublicView: what anybody may see; it has no field for a hand."""
+    return b"".join(
+        (
+            integer(PUBLIC_VIEW_SEQ, view.seq),
+            integer(PUBLIC_VIEW_HAND_NUMBER, view.hand_number),
+            integer(PUBLIC_VIEW_ROUND_NUMBER, view.round_number),
+            integer(PUBLIC_VIEW_DEALER, view.dealer),
+            optional_int(PUBLIC_VIEW_TO_MOVE, view.to_move),
+            b"".join([_PUBLIC_FLOOR[c] for c in view.floor]),
+            integer(PUBLIC_VIEW_DECK_SIZE, view.deck_size),
+            message(PUBLIC_VIEW_SEATS, _public_seat(view, 0, view.hand_sizes[0])),
+            message(PUBLIC_VIEW_SEATS, _public_seat(view, 1, view.hand_sizes[1])),
+            integer(PUBLIC_VIEW_CARRY, view.carry),
+            integer(PUBLIC_VIEW_STATUS, PROTO_STATUS[view.status]),
+            optional_int(PUBLIC_VIEW_WINNER, view.winner),
+            wire.data(PUBLIC_VIEW_SEED_COMMITMENT, view.seed_commitment),
+            optional_data(PUBLIC_VIEW_SEED, view.seed),
+        )
+    )
+
+
+def public_view_response_bytes(view: PublicView) -> bytes:
+    """An encoded PlayerViewResponse of the public view."""
+    return message(PLAYER_VIEW_RESPONSE_PUBLIC_VIEW, public_view_bytes(view))
 
 
 def _suggested(seat: int, card: Card, plan_id: int | None) -> pb.Action:

@@ -174,6 +174,35 @@ def view_message(view: engine.SeatView) -> pb.PlayerView:
     return message
 
 
+def public_view_message(view: engine.PublicView) -> pb.PublicView:
+    """The PublicView message of what anybody may see."""
+    seats = [
+        pb.PublicSeat(
+            label=view.labels[s],
+            hand_size=view.hand_sizes[s],
+            captured_count=view.captured_counts[s],
+            basras=view.basras[s],
+            total=view.totals[s],
+        )
+        for s in (0, 1)
+    ]
+    return pb.PublicView(
+        seq=view.seq,
+        hand_number=view.hand_number,
+        round_number=view.round_number,
+        dealer=view.dealer,
+        to_move=view.to_move,
+        floor=codes(view.floor),
+        deck_size=view.deck_size,
+        seats=seats,
+        carry=view.carry,
+        status=_STATUS[view.status],
+        winner=view.winner,
+        seed_commitment=view.seed_commitment,
+        seed=view.seed,
+    )
+
+
 def _checked(message: pb.State) -> engine.State:
     state = reading.state_from_proto(message)
     engine.check_state(state)
@@ -195,6 +224,7 @@ def apply_answer(request: pb.ApplyRequest) -> bytes:
             for seat in (0, 1)
         ],
         seed_commitment=commitment(after.seed),
+        public_events=[event_message(e) for e in engine.public_events(events)],
     )
     return response.SerializeToString()
 
@@ -207,8 +237,12 @@ def legal_moves_answer(request: pb.LegalMovesRequest) -> bytes:
 
 
 def player_view_answer(request: pb.PlayerViewRequest) -> bytes:
-    """The PlayerViewResponse of an answered PlayerView request."""
-    view = engine.seat_view(_checked(request.state), request.seat)
+    """The PlayerViewResponse of an answered PlayerView request (a seat's or the public view)."""
+    state = _checked(request.state)
+    if request.spectator:
+        public = public_view_message(engine.public_view(state))
+        return pb.PlayerViewResponse(public_view=public).SerializeToString()
+    view = engine.seat_view(state, request.seat)
     return pb.PlayerViewResponse(view=view_message(view)).SerializeToString()
 
 

@@ -49,8 +49,10 @@ def _share(mine: int, theirs: int) -> int:
 
 
 MAJORITY_SHARE: tuple[tuple[int, ...], ...] = tuple(
-    tuple(_share(mine, theirs) if mine + theirs <= DECK_SIZE else 0 for theirs in range(53))
-    for mine in range(53)
+    tuple(
+        _share(mine, theirs) if mine + theirs <= DECK_SIZE else 0 for theirs in range(DECK_SIZE + 1)
+    )
+    for mine in range(DECK_SIZE + 1)
 )
 """MAJORITY_SHARE[mine][theirs]: the seat's majority chance minus the other's, thousandths."""
 
@@ -65,7 +67,10 @@ def _exposure(unseen: int, clearing: int, cards: int) -> int:
 
 
 EXPOSURE: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
-    tuple(tuple(_exposure(unseen, k, cards) for k in range(unseen + 1)) for unseen in range(53))
+    tuple(
+        tuple(_exposure(unseen, k, cards) for k in range(unseen + 1))
+        for unseen in range(DECK_SIZE + 1)
+    )
     for cards in range(HAND_CARDS + 1)
 )
 """EXPOSURE[cards][unseen][clearing]: value of a Basra chance, in thousandths of a point."""

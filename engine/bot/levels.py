@@ -13,14 +13,14 @@ from itertools import combinations
 from math import comb
 
 from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
-from engine.bot.moves import MILLI, clearers, points_of, split, steps
+from engine.bot.moves import MILLI, Effect, clearers, effects, points_of
 from engine.bot.sampling import Draws
-from engine.bot.search import EndgameSolver, OutOfNodes, Play, RoundSearch
+from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
 from engine.cards import Card, cards_of, mask_of, shows_codes
 from engine.errors import Reason, RuleError
-from engine.facts import BASRA_POINTS, MAJORITY_POINTS
+from engine.facts import BASRA_POINTS, DEFAULT_WORK_LIMIT, MAJORITY_POINTS
 from engine.infoset import InformationSet
-from engine.plans import DEFAULT_WORK_LIMIT, plans_for
+from engine.plans import plans_for
 
 
 class Level(StrEnum):
@@ -105,8 +105,7 @@ class _Option:
     card: Card
     plan_id: int | None
     plans: int
-    step: Play
-    """What it does: the floor after it, the points it gains, the cards it puts on the pile."""
+    effect: Effect
     basra: bool
     sweep: bool
 
@@ -162,12 +161,12 @@ def _options(info: InformationSet, work_limit: int) -> list[_Option]:
     out: list[_Option] = []
     for card in sorted(info.hand):
         plans = plans_for(card, floor, work_limit)
-        moves = [(floor ^ moved, gain, taken) for moved, gain, taken in split(steps(card, floor))]
+        played = effects(card, floor)
         if not plans:
-            out.append(_Option(card, None, 0, moves[0], False, False))
+            out.append(_Option(card, None, 0, played[0], False, False))
             continue
-        for plan, step in zip(plans, moves, strict=True):
-            out.append(_Option(card, plan.id, len(plans), step, plan.basra, plan.sweep))
+        for plan, effect in zip(plans, played, strict=True):
+            out.append(_Option(card, plan.id, len(plans), effect, plan.basra, plan.sweep))
     return out
 
 
@@ -230,7 +229,7 @@ def _greedy(info: InformationSet, options: list[_Option]) -> Suggestion:
     takes: list[int] = []
     values: list[int] = []
     for option in options:
-        after, gain, taken = option.step
+        after, gain, taken = option.effect
         take = gain + MILLI * CARD_WEIGHT * taken
         takes.append(take)
         values.append(take - exposure[(clearers(after) & unseen).bit_count()])
@@ -296,7 +295,7 @@ def _search(
     hand = tuple(sorted(info.hand))
     counts = (len(info.captured[me]), len(info.captured[opp]))
     majority = MAJORITY_POINTS + info.carry
-    moves = [(o.card, o.step) for o in options]
+    moves = [(o.card, o.effect) for o in options]
     unseen = info.unseen_mask
     n = len(options)
     totals = [0] * n
@@ -366,7 +365,7 @@ def _solve(
         (info.totals[non_dealer], info.totals[info.dealer]),
         node_limit,
     )
-    moves = [(o.card, o.step) for o in options]
+    moves = [(o.card, o.effect) for o in options]
     try:
         values = solver.values(
             moves,

@@ -9,75 +9,68 @@ a few integer operations.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from engine.cards import (
-    ACES_MASK,
+    CARD_BITS,
     FULL_MASK,
     JACK_RANK,
-    JACKS_MASK,
+    NUMERIC_MASK,
     RANK_MASKS,
+    RANK_OF,
     RANK_VALUES,
+    SWEEPERS_MASK,
     Card,
+    card_points,
     cards_of,
+    is_sweeper,
+    seven_d_basra,
 )
-from engine.facts import (
-    ACE_POINTS,
-    BASRA_POINTS,
-    DECK_SIZE,
-    JACK_POINTS,
-    RANKS,
-    SEVEN_D_BASRA_BLOCKERS,
-    SEVEN_D_BASRA_MAX_FLOOR,
-    SEVEN_OF_DIAMONDS,
-    TEN_OF_DIAMONDS,
-    TEN_OF_DIAMONDS_POINTS,
-    TWO_OF_CLUBS,
-    TWO_OF_CLUBS_POINTS,
-)
-from engine.plans import plans_unmemoised, relevant_mask
+from engine.facts import BASRA_POINTS, DECK_SIZE, MIN_GROUP_CARDS, RANKS, SEVEN_OF_DIAMONDS
+from engine.plans import RELEVANT, plans_unmemoised
 
 MILLI = 1000
 """Search values are integers in thousandths of a point: exact, and the same on any machine."""
 
-# What a play does, as one step: (the cards it moves, points gained in thousandths, cards
-# that join the pile). The floor after the play is the floor XOR the cards moved: a capture
-# takes cards that lie there, a trail adds the played card, which does not. A trail gains
-# nothing and puts no card on the pile.
-Step = tuple[int, int, int]
-# The steps of a card on a floor, flattened: step i is items 3i, 3i+1, 3i+2. A flat tuple
-# of integers is untracked by the cyclic garbage collector at its first look, however the
-# collector happens to order its objects; a tuple of tuples may stay tracked for a while.
+
+class Effect(NamedTuple):
+    """What one way to play a card does, as the search takes it at its root."""
+
+    after: int
+    """The floor after the play (a bitmask)."""
+    gain: int
+    """Points gained, in thousandths: the special cards taken, the played one with them, and
+    a Basra; 0 for a trail."""
+    taken: int
+    """Cards put on the pile, the played one with them; 0 for a trail."""
+
+
+# The steps of a card on a floor: per way to play it, three integers, flattened (step i is
+# items 3i, 3i+1, 3i+2): the cards it moves, the points gained in thousandths, the cards put
+# on the pile. The floor after the play is the floor XOR the cards moved: a capture takes
+# cards that lie there, a trail adds the played card, which does not. Flat because a flat
+# tuple of integers is untracked by the cyclic garbage collector at its first look, however
+# the collector happens to order its objects; a tuple of tuples may stay tracked for a while.
 Steps = tuple[int, ...]
 
 
 def points_of(mask: int) -> int:
     """Return the points of the special cards in a set of cards, in thousandths."""
-    return MILLI * (
-        ACE_POINTS * (mask & ACES_MASK).bit_count()
-        + JACK_POINTS * (mask & JACKS_MASK).bit_count()
-        + TWO_OF_CLUBS_POINTS * (mask >> TWO_OF_CLUBS & 1)
-        + TEN_OF_DIAMONDS_POINTS * (mask >> TEN_OF_DIAMONDS & 1)
-    )
+    return MILLI * card_points(mask)
 
 
-RELEVANT: tuple[int, ...] = tuple(relevant_mask(card) for card in range(DECK_SIZE))
-"""Per card, the floor cards that can change its plans (engine.plans.relevant_mask)."""
 # Per card, a card it does not look at, to stand for "other cards lie on the floor".
 _OTHER: tuple[int, ...] = tuple(
     (FULL_MASK & ~relevant) & -(FULL_MASK & ~relevant) for relevant in RELEVANT
 )
+_CARD_FIELD = (1 << CARD_BITS) - 1
 
 
 @lru_cache(maxsize=1 << 16)
 def steps_on(key: int) -> Steps:
-    """The steps of a card on every floor of the same relevant part, by `step_key`.
-
-    One integer argument on purpose: lru_cache then keys its dictionary by that integer,
-    which the cyclic garbage collector never tracks. With tuple keys, each new entry would
-    put the whole dictionary back under the collector's watch, to be walked entry by entry
-    in the next collections (pauses of milliseconds with a full memo).
-    """
-    card, others, relevant = key & 63, key >> 6 & 1, key >> 7
+    """The steps of a card on every floor of the same relevant part, by `step_key` (one
+    integer, as engine.plan_memo explains)."""
+    card, others, relevant = key & _CARD_FIELD, key >> CARD_BITS & 1, key >> CARD_BITS + 1
     floor = relevant | (_OTHER[card] if others else 0)
     plans = plans_unmemoised(card, floor)
     if not plans:
@@ -93,41 +86,54 @@ def steps_on(key: int) -> Steps:
 
 def step_key(card: Card, floor: int) -> int:
     """The memo key of `card` on `floor`: the card, the floor cards that can change its plans
-    (engine.plans.relevant_mask) and whether any other card lies there."""
+    (engine.plans.RELEVANT) and whether any other card lies there."""
     relevant = floor & RELEVANT[card]
-    return (relevant << 1 | (relevant != floor)) << 6 | card
+    return (relevant << 1 | (relevant != floor)) << CARD_BITS | card
 
 
-def steps(card: Card, floor: int) -> Steps:
-    """Every way to play `card` on `floor`: one step per plan in offered order, or the trail.
+def effects(card: Card, floor: int) -> list[Effect]:
+    """What each way to play `card` on `floor` does: one per plan in offered order, or the
+    trail.
 
-    Memoised per relevant part of the floor, the way plans_for memoises: a search meets many
-    floors that differ only where the card cannot look.
+    The steps behind them are memoised per relevant part of the floor, the way plans_for
+    memoises: a search meets many floors that differ only where the card cannot look.
     """
-    return steps_on(step_key(card, floor))
+    items = iter(steps_on(step_key(card, floor)))
+    return [
+        Effect(floor ^ moved, gain, taken)
+        for moved, gain, taken in zip(items, items, items, strict=True)
+    ]
 
 
-def split(flat: Steps) -> list[Step]:
-    """The steps of a flat tuple, one triple each."""
-    items = iter(flat)
-    return list(zip(items, items, items, strict=True))
+def _plays_like(card: Card, other: Card) -> bool:
+    """Whether two cards score the same when taken, and sweep both or neither."""
+    same_points = card_points(1 << card) == card_points(1 << other)
+    return same_points and is_sweeper(card) == is_sweeper(other)
 
 
-# Cards that play alike in every position get one bit each, shared by their rank: an A, a
-# J, or a card without points whose rank holds no special card. Two cards of one hand with
-# the same bit lead to the same values, so a search tries only the first.
-_SPECIAL = 1 << TWO_OF_CLUBS | 1 << TEN_OF_DIAMONDS | 1 << SEVEN_OF_DIAMONDS
+# Cards that play alike in every position get one bit each, shared by their rank; a card
+# that plays like no other of its rank (points or a sweep of its own: the 2C, the 10D, the
+# 7D) gets a bit of its own. Two cards of one hand with the same bit lead to the same
+# values, so a search tries only the first.
 EQUIVALENCE: tuple[int, ...] = tuple(
-    1 << (13 + card) if _SPECIAL >> card & 1 else 1 << (card >> 2) for card in range(DECK_SIZE)
+    1 << RANK_OF[card]
+    if any(_plays_like(card, other) for other in cards_of(RANK_MASKS[RANK_OF[card]] ^ 1 << card))
+    else 1 << (len(RANKS) + card)
+    for card in range(DECK_SIZE)
 )
-
 
 # The ranks without a value other than the J (Q, K): they take only cards of their rank.
 _RANK_ONLY: tuple[int, ...] = tuple(
     RANK_MASKS[rank] for rank, value in enumerate(RANK_VALUES) if not value and rank != JACK_RANK
 )
-_FACES = JACKS_MASK | sum(_RANK_ONLY)
-_SEVEN_D_BLOCKERS = sum(RANK_MASKS[RANKS.index(rank)] for rank in SEVEN_D_BASRA_BLOCKERS)
+# Per numeric rank, by ascending value: the value, the rank's cards, and one of them that
+# captures by value (the lowest; the 7D sweeps instead).
+_BY_VALUE: tuple[tuple[int, int, Card], ...] = tuple(
+    (RANK_VALUES[rank], RANK_MASKS[rank], min(cards_of(RANK_MASKS[rank] & ~SWEEPERS_MASK)))
+    for rank in sorted(
+        (rank for rank, value in enumerate(RANK_VALUES) if value), key=RANK_VALUES.__getitem__
+    )
+)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -140,21 +146,23 @@ def clearers(floor: int) -> int:
     if not floor:
         return 0
     found = 0
-    if floor & _FACES:
+    if floor & ~NUMERIC_MASK:
         for rank_mask in _RANK_ONLY:
             if floor & rank_mask == floor:
                 found |= rank_mask
     else:
-        values = [(card >> 2) + 1 for card in cards_of(floor)]
-        for value in range(max(values), 11):
-            same = values.count(value)
-            rest = sum(values) - same * value
-            if rest % value or (rest and len(values) - same < 2):
+        values = [RANK_VALUES[RANK_OF[card]] for card in cards_of(floor)]
+        top, total = max(values), sum(values)
+        for value, rank_mask, card in _BY_VALUE:
+            if value < top:
                 continue
-            card = 4 * (value - 1)
+            same = values.count(value)
+            rest = total - same * value
+            if rest % value or (rest and len(values) - same < MIN_GROUP_CARDS):
+                continue
             if any(plan.basra for plan in plans_unmemoised(card, floor)):
-                found |= RANK_MASKS[value - 1]
+                found |= rank_mask
     found &= ~(1 << SEVEN_OF_DIAMONDS)  # the 7D sweeps instead, under its own condition
-    if not floor & _SEVEN_D_BLOCKERS and floor.bit_count() <= SEVEN_D_BASRA_MAX_FLOOR:
+    if seven_d_basra(floor):
         found |= 1 << SEVEN_OF_DIAMONDS
     return found

@@ -24,9 +24,10 @@ from engine.bot.evaluation import (
     FLOOR_POINTS,
     MAJORITY_SHARE,
 )
-from engine.bot.moves import EQUIVALENCE, MILLI, RELEVANT, clearers, points_of, steps_on
+from engine.bot.moves import EQUIVALENCE, MILLI, Effect, clearers, points_of, steps_on
 from engine.cards import Card, mask_of
 from engine.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
+from engine.plans import RELEVANT
 
 INFINITY = 1 << 50
 WIN_VALUE = 1000 * MILLI
@@ -35,9 +36,6 @@ WIN_VALUE = 1000 * MILLI
 _ORDER_CARD = 300
 
 Hand = tuple[Card, ...]
-Play = tuple[int, int, int]
-"""A play at the root, as the search takes it: (the floor after it, the points it gains in
-thousandths, the cards it puts on the pile)."""
 
 
 class OutOfNodes(Exception):  # noqa: N818 (a budget running out, not an error)
@@ -49,10 +47,10 @@ def _first(item: tuple[int, int, int, int, Hand]) -> int:
 
 
 def root_values(
-    moves: Sequence[tuple[Card, Play]], hand: Hand, value_of: Callable[[Play, Hand], int]
+    moves: Sequence[tuple[Card, Effect]], hand: Hand, value_of: Callable[[Effect, Hand], int]
 ) -> list[int]:
     """Values of the root moves; cards that play alike with the same play share one search."""
-    done: dict[tuple[int, Play], int] = {}
+    done: dict[tuple[int, Effect], int] = {}
     out: list[int] = []
     for card, play in moves:
         key = (EQUIVALENCE[card], play)
@@ -81,7 +79,7 @@ class RoundSearch:
 
     def values(
         self,
-        moves: Sequence[tuple[Card, Play]],
+        moves: Sequence[tuple[Card, Effect]],
         hand: Hand,
         other: Hand,
         counts: tuple[int, int],
@@ -90,7 +88,7 @@ class RoundSearch:
         negamax, round_over, depth = self._negamax, self._round_over, self.depth
         theirs = mask_of(other)
 
-        def value(play: Play, rest: Hand) -> int:
+        def value(play: Effect, rest: Hand) -> int:
             after, gain, taken = play
             if not other and not rest:
                 # The round's last play: no search below it, but one node of work.
@@ -283,7 +281,7 @@ class EndgameSolver:
 
     def values(
         self,
-        moves: Sequence[tuple[Card, Play]],
+        moves: Sequence[tuple[Card, Effect]],
         hand: Hand,
         other: Hand,
         counts: tuple[int, int],
@@ -298,7 +296,7 @@ class EndgameSolver:
         """
         solve = self._solve
 
-        def value(play: Play, rest: Hand) -> int:
+        def value(play: Effect, rest: Hand) -> int:
             after, gain, taken = play
             if taken:
                 return -solve(

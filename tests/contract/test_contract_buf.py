@@ -59,7 +59,12 @@ def _breaking(buf: Path, workspace: Path) -> subprocess.CompletedProcess[str]:
 # Each change (its edits, then buf's complaint) breaks a client of the released contract.
 BREAKING_CHANGES: dict[str, tuple[list[tuple[str, str]], str]] = {
     "renumbered_field": (
-        [("  uint32 seq = 1;\n", "  uint32 seq = 21;\n")],
+        [
+            (
+                "(0 for a new match).\n  uint32 seq = 1;\n",
+                "(0 for a new match).\n  uint32 seq = 21;\n",
+            )
+        ],
         r'field "1" with name "seq" on message "State" was deleted',
     ),
     "removed_field": (

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import shutil
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO / "helm" / "basra-rules"
 K8S_DIR = REPO / "deploy" / "k8s"
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
+# The one ignore file of the build context, read by BuildKit and the legacy builder alike.
+DOCKERIGNORE = REPO / ".dockerignore"
+RUNTIME_LOCK = REPO / "deploy" / "requirements.lock"
+BUILD_LOCK = REPO / "deploy" / "build-requirements.lock"
 
 RELEASE = "basra-rules"
 NAMESPACE = "games"
@@ -234,3 +242,156 @@ def strip_helm_labels(obj: Any) -> Any:
     if isinstance(obj, list):
         return [strip_helm_labels(v) for v in obj]
     return obj
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One Dockerfile instruction: its keyword (upper case) and the raw rest of the line."""
+
+    keyword: str
+    args: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One build stage: its base, its name and its instructions after FROM."""
+
+    base: str
+    name: str
+    instructions: tuple[Instruction, ...]
+
+    def all(self, keyword: str) -> list[str]:
+        """The arguments of every instruction with this keyword."""
+        return [i.args for i in self.instructions if i.keyword == keyword]
+
+
+def parse_dockerfile(text: str) -> tuple[dict[str, str], list[Stage]]:
+    """Global ARG defaults and the stages, with line continuations joined."""
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1].rstrip() + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, "dangling line continuation"
+
+    global_args: dict[str, str] = {}
+    stages: list[Stage] = []
+    current: list[Instruction] | None = None
+    for line in logical:
+        keyword, _, args = line.partition(" ")
+        keyword = keyword.upper()
+        args = args.strip()
+        if keyword == "FROM":
+            words = args.split()
+            base = words[0]
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else str(len(stages))
+            current = []
+            stages.append(Stage(base=base, name=name, instructions=()))
+        elif current is None:
+            assert keyword == "ARG", f"{keyword} before the first FROM"
+            name, _, default = args.partition("=")
+            global_args[name] = default
+        else:
+            current.append(Instruction(keyword, args))
+            stages[-1] = Stage(stages[-1].base, stages[-1].name, tuple(current))
+    return global_args, stages
+
+
+def copy_parts(args: str) -> tuple[dict[str, str], list[str], str]:
+    """A COPY's --flags, its sources and its destination (shell or JSON form)."""
+    words = json.loads(args) if args.startswith("[") else shlex.split(args)
+    flags = {}
+    while words and words[0].startswith("--"):
+        flag, _, value = words.pop(0)[2:].partition("=")
+        flags[flag] = value
+    assert len(words) >= 2, f"COPY needs a source and a destination: {args}"
+    return flags, words[:-1], words[-1]
+
+
+def ignore_pattern(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern as a regex over slash-separated context paths."""
+    out = ""
+    i = 0
+    pattern = pattern.strip("/")
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            out += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            out += "[^/]"
+            i += 1
+        else:
+            out += re.escape(pattern[i])
+            i += 1
+    # A pattern that matches a directory also covers everything below it.
+    return re.compile(f"^{out}(?:/.*)?$")
+
+
+def is_ignored(path: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    """Docker's rule: the last matching pattern wins, '!' patterns re-include."""
+    ignored = False
+    for include, regex in rules:
+        if regex.match(path):
+            ignored = not include
+    return ignored
+
+
+def ignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
+    """The rules of the root .dockerignore, in order."""
+    rules = []
+    for raw in DOCKERIGNORE.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        include = line.startswith("!")
+        rules.append((include, ignore_pattern(line.lstrip("!"))))
+    return rules
+
+
+def context_files(root: Path = REPO) -> list[str]:
+    """Every file of the working tree that the build context keeps, relative and sorted."""
+    rules = ignore_rules()
+    kept = []
+    for path in root.rglob("*"):
+        relative = path.relative_to(root).as_posix()
+        if path.is_file() and not path.is_symlink() and not is_ignored(relative, rules):
+            kept.append(relative)
+    return sorted(kept)
+
+
+def build_stage_sources() -> list[str]:
+    """The context paths the Dockerfile's first stage COPYs, in order."""
+    _, stages = parse_dockerfile(DOCKERFILE.read_text())
+    sources: list[str] = []
+    for args in stages[0].all("COPY"):
+        flags, paths, _ = copy_parts(args)
+        if "from" not in flags:
+            sources.extend(path.rstrip("/") for path in paths)
+    return sources
+
+
+def copy_build_sources(destination: Path) -> list[str]:
+    """Copy what the build stage copies from the context into `destination`, as docker would
+    (ignored files left out); return the files copied, relative."""
+    rules = ignore_rules()
+    copied = []
+    for source in build_stage_sources():
+        origin = REPO / source
+        paths = [origin] if origin.is_file() else sorted(p for p in origin.rglob("*"))
+        for path in paths:
+            relative = path.relative_to(REPO).as_posix()
+            if path.is_file() and not is_ignored(relative, rules):
+                target = destination / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+                copied.append(relative)
+    return copied

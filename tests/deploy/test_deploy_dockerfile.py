@@ -1,4 +1,5 @@
-"""deploy/Dockerfile, checked by parsing it (no Docker engine runs here)."""
+"""deploy/Dockerfile and .dockerignore, checked by parsing them (test_deploy_image.py builds
+and runs the image)."""
 
 from __future__ import annotations
 
@@ -7,128 +8,23 @@ import json
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.deploy.deploy_support import CHART_DIR, CONTRACT_DEFAULTS, DOCKERFILE, REPO
-
-DOCKERIGNORE = DOCKERFILE.with_name(DOCKERFILE.name + ".dockerignore")
-
-
-@dataclass(frozen=True)
-class Instruction:
-    """One Dockerfile instruction: its keyword (upper case) and the raw rest of the line."""
-
-    keyword: str
-    args: str
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One build stage: its base, its name and its instructions after FROM."""
-
-    base: str
-    name: str
-    instructions: tuple[Instruction, ...]
-
-    def all(self, keyword: str) -> list[str]:
-        """The arguments of every instruction with this keyword."""
-        return [i.args for i in self.instructions if i.keyword == keyword]
-
-
-def parse_dockerfile(text: str) -> tuple[dict[str, str], list[Stage]]:
-    """Global ARG defaults and the stages, with line continuations joined."""
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1].rstrip() + " "
-            continue
-        logical.append(pending + line)
-        pending = ""
-    assert not pending, "dangling line continuation"
-
-    global_args: dict[str, str] = {}
-    stages: list[Stage] = []
-    current: list[Instruction] | None = None
-    for line in logical:
-        keyword, _, args = line.partition(" ")
-        keyword = keyword.upper()
-        args = args.strip()
-        if keyword == "FROM":
-            words = args.split()
-            base = words[0]
-            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else str(len(stages))
-            current = []
-            stages.append(Stage(base=base, name=name, instructions=()))
-        elif current is None:
-            assert keyword == "ARG", f"{keyword} before the first FROM"
-            name, _, default = args.partition("=")
-            global_args[name] = default
-        else:
-            current.append(Instruction(keyword, args))
-            stages[-1] = Stage(stages[-1].base, stages[-1].name, tuple(current))
-    return global_args, stages
-
-
-def copy_parts(args: str) -> tuple[dict[str, str], list[str], str]:
-    """A COPY's --flags, its sources and its destination (shell or JSON form)."""
-    words = json.loads(args) if args.startswith("[") else shlex.split(args)
-    flags = {}
-    while words and words[0].startswith("--"):
-        flag, _, value = words.pop(0)[2:].partition("=")
-        flags[flag] = value
-    assert len(words) >= 2, f"COPY needs a source and a destination: {args}"
-    return flags, words[:-1], words[-1]
-
-
-def ignore_pattern(pattern: str) -> re.Pattern[str]:
-    """A .dockerignore pattern as a regex over slash-separated context paths."""
-    out = ""
-    i = 0
-    pattern = pattern.strip("/")
-    while i < len(pattern):
-        if pattern.startswith("**", i):
-            out += ".*"
-            i += 2
-        elif pattern[i] == "*":
-            out += "[^/]*"
-            i += 1
-        elif pattern[i] == "?":
-            out += "[^/]"
-            i += 1
-        else:
-            out += re.escape(pattern[i])
-            i += 1
-    # A pattern that matches a directory also covers everything below it.
-    return re.compile(f"^{out}(?:/.*)?$")
-
-
-def is_ignored(path: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
-    """Docker's rule: the last matching pattern wins, '!' patterns re-include."""
-    ignored = False
-    for include, regex in rules:
-        if regex.match(path):
-            ignored = not include
-    return ignored
-
-
-def ignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
-    """The dockerignore beside the Dockerfile, in order."""
-    rules = []
-    for raw in DOCKERIGNORE.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        include = line.startswith("!")
-        rules.append((include, ignore_pattern(line.lstrip("!"))))
-    return rules
+from tests.deploy.deploy_support import (
+    CHART_DIR,
+    CONTRACT_DEFAULTS,
+    DOCKERFILE,
+    DOCKERIGNORE,
+    REPO,
+    Stage,
+    copy_parts,
+    ignore_rules,
+    is_ignored,
+    parse_dockerfile,
+)
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +132,17 @@ def test_every_copy_source_exists(parsed: tuple[dict[str, str], list[Stage]]) ->
 def test_dockerignore_keeps_local_artifacts_out() -> None:
     """gen/, the venv, caches and git never reach the build context."""
     rules = ignore_rules()
-    for path in (".venv/bin/python", "gen/basra/v1/rules_pb2.py", ".git/HEAD", "tests/x.py"):
+    for path in (
+        ".venv/bin/python",
+        "gen/basra/v1/rules_pb2.py",
+        ".git/HEAD",
+        "tests/x.py",
+        "testkit/harness.py",
+        "benchmarks/x.py",
+        ".cache/python-base/trixie.tar",
+        "deploy/Dockerfile",
+        "helm/basra-rules/values.yaml",
+    ):
         assert is_ignored(path, rules), path
     for path in (
         "engine/__pycache__/cards.cpython-311.pyc",
@@ -244,7 +150,13 @@ def test_dockerignore_keeps_local_artifacts_out() -> None:
         "proto/released.binpb",
     ):
         assert is_ignored(path, rules), path
-    for path in ("pyproject.toml", "proto/generate.py", "proto/basra/v1/rules.proto"):
+    for path in (
+        "pyproject.toml",
+        "README.md",
+        "deploy/requirements.lock",
+        "proto/generate.py",
+        "proto/basra/v1/rules.proto",
+    ):
         assert not is_ignored(path, rules), path
 
 
@@ -283,7 +195,9 @@ def test_the_image_gets_what_pyproject_installs_and_no_test_machinery(
         for source in copy_parts(args)[1]
         if "from" not in copy_parts(args)[0]
     }
-    assert copied == {"pyproject.toml", "proto", *_installed_packages()}
+    locks = {"deploy/requirements.lock", "deploy/build-requirements.lock"}
+    metadata = {"pyproject.toml", "README.md"}  # README.md: the package's long description
+    assert copied == {*metadata, *locks, "proto", *_installed_packages()}
     assert "testkit" not in copied and "tests" not in copied
     rules = ignore_rules()
     for path in ("testkit/harness.py", "testkit/soak.py", "tests/x.py", "benchmarks/x.py"):
@@ -305,13 +219,54 @@ def test_the_server_imports_neither_the_clients_nor_the_test_machinery() -> None
 
 
 def test_generated_code_is_built_before_install(parsed: tuple[dict[str, str], list[Stage]]) -> None:
-    """The build stage runs proto/generate.py, then installs the project."""
+    """Locked tools, then proto/generate.py, then the project's wheel built and installed."""
     build = parsed[1][0]
     runs = build.all("RUN")
+    locked = next(i for i, r in enumerate(runs) if "build-requirements.lock" in r)
     generate = next(i for i, r in enumerate(runs) if "proto/generate.py" in r)
-    install = next(i for i, r in enumerate(runs) if re.search(r"pip install \.(\s|$)", r))
-    assert generate < install
-    assert any("grpcio-tools" in r for r in runs[:generate])
+    install = next(i for i, r in enumerate(runs) if re.search(r"pip wheel .*--no-deps.* \.", r))
+    assert locked < generate < install
+    assert "pip install --no-deps --no-index /tmp/dist/" in runs[install]
+    assert "pip check" in runs[install]
+
+
+def test_every_third_party_package_is_installed_from_a_lock_by_hash(
+    parsed: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """Each pip install of the build stage names a lock file with --require-hashes, or the
+    project's own wheel with --no-deps; none resolves a version range on the day of the build."""
+    installs = [
+        part.strip()
+        for run in parsed[1][0].all("RUN")
+        for part in run.split("&&")
+        if re.search(r"\bpip install\b", part)
+    ]
+    assert len(installs) == 3, installs
+    for command in installs:
+        words = shlex.split(command)
+        if "--require-hashes" in words:
+            lock = words[words.index("-r") + 1]
+            assert lock in {"deploy/requirements.lock", "deploy/build-requirements.lock"}
+        else:
+            assert {"--no-deps", "--no-index"} <= set(words), command
+            assert words[-1].endswith(".whl"), command
+    assert "--no-build-isolation" in " ".join(parsed[1][0].all("RUN")), "a backend is fetched"
+
+
+def test_no_parser_directive_asks_for_a_frontend_image() -> None:
+    """No `# syntax=` line: BuildKit would fetch that frontend from a registry first."""
+    for line in DOCKERFILE.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        assert not re.match(r"#\s*(syntax|escape|check)\s*=", line, re.IGNORECASE), line
+
+
+def test_one_ignore_file_for_both_builders() -> None:
+    """The legacy builder reads only the root .dockerignore; BuildKit would prefer a
+    Dockerfile-specific one over it, so there must be none for the two to agree."""
+    assert DOCKERIGNORE.is_file()
+    assert not DOCKERFILE.with_name(DOCKERFILE.name + ".dockerignore").exists()
+    assert not (REPO / "deploy" / ".dockerignore").exists()
 
 
 def test_final_stage_has_no_build_tools(parsed: tuple[dict[str, str], list[Stage]]) -> None:
@@ -322,3 +277,17 @@ def test_final_stage_has_no_build_tools(parsed: tuple[dict[str, str], list[Stage
         assert tool not in runs, tool
     assert re.search(r"pip uninstall -y pip\b", runs)
     assert not [a for a in final.all("COPY") if "--from" not in a], "final stage copies sources"
+
+
+def test_a_package_mirror_can_be_named_for_the_installs(
+    parsed: tuple[dict[str, str], list[Stage]],
+) -> None:
+    """`--build-arg PIP_INDEX_URL=...` (docs/deploy.md): declared in the build stage before its
+    first install, so docker passes it to those RUNs as the variable pip reads."""
+    build = parsed[1][0]
+    keywords = [(i.keyword, i.args) for i in build.instructions]
+    declared = keywords.index(("ARG", "PIP_INDEX_URL"))
+    first_install = next(
+        n for n, (k, a) in enumerate(keywords) if k == "RUN" and "pip install" in a
+    )
+    assert declared < first_install

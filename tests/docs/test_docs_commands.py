@@ -78,10 +78,18 @@ class NotRun:
 SHORT_LOAD = ("-n", "300")
 SHORT_DEFAULTS = ("--runs", "1", "--rounds", "1", "--calls", "200")
 SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
-GHZ = NotRun("ghz is not installed here (no Go toolchain); `basra-rules load` reads its configs")
-DOCKER = NotRun(
-    "needs a Docker engine, which the test command does not provide; tests/deploy/ parses the "
-    "Dockerfile instead"
+GHZ = NotRun(
+    "ghz is not installed here (no Go toolchain); tests/load/ resolves each config through "
+    "reflection as ghz does, and `basra-rules load` runs them"
+)
+IMAGE_TEST = (
+    "run by tests/deploy/test_deploy_image.py, which reads it from docs/deploy.md and runs it "
+    "against a Docker engine of its own (no bridge: the host's network, free ports)"
+)
+DOCKER = NotRun(IMAGE_TEST)
+LOCK = NotRun(
+    "rewrites a committed lock file; tests/deploy/test_deploy_lock.py checks that the lock "
+    "satisfies pyproject.toml and records exactly this command"
 )
 FUZZ = NotRun(
     "tests/fuzz at thousands of examples per property takes many minutes; the test command "
@@ -213,6 +221,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),
+    ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
+        "the image test itself, which the test command runs (-s only shows its figures)"
+    ),
     # RELIABILITY.md
     (
         ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
@@ -246,14 +257,34 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     # docs/bot.md
     ".venv/bin/basra-rules play --bots strong greedy": Run(server="--target"),
     # docs/deploy.md
-    "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": DOCKER,
+    "docker build -f deploy/Dockerfile -t basra-rules:0.1.0 .": NotRun(
+        f"{IMAGE_TEST}, with the base named as in the offline build below"
+    ),
+    "deploy/python-base.sh /tmp/python-base.tar": NotRun(
+        f"{IMAGE_TEST}; its tarball is cached in the checkout (.cache/)"
+    ),
+    "docker import /tmp/python-base.tar basra-python-base:trixie": DOCKER,
     (
-        "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 -p 9464:9464 basra-rules:0.1.0"
+        "docker build -f deploy/Dockerfile --build-arg PYTHON_IMAGE=basra-python-base:trixie "
+        "-t basra-rules:0.1.0 ."
     ): DOCKER,
     (
-        "docker run --rm --read-only --tmpfs /tmp -p 50051:50051 basra-rules:0.1.0 --workers 4 "
-        "--log-format console"
-    ): DOCKER,
+        ".venv/bin/uv pip compile pyproject.toml --universal --python-version 3.11 "
+        "--generate-hashes -o deploy/requirements.lock"
+    ): LOCK,
+    (
+        ".venv/bin/uv pip compile deploy/build-requirements.in -c deploy/requirements.lock "
+        "--universal --python-version 3.11 --generate-hashes -o deploy/build-requirements.lock"
+    ): LOCK,
+    (
+        "docker run --rm --read-only --tmpfs /tmp --tmpfs /var/run/basra/metrics --cap-drop ALL "
+        "--security-opt no-new-privileges --user 10001:10001 --stop-timeout 30 -e BASRA_WORKERS=2 "
+        "-e BASRA_METRICS_DIR=/var/run/basra/metrics -p 50051:50051 -p 9464:9464 "
+        "basra-rules:0.1.0"
+    ): NotRun(
+        f"{IMAGE_TEST}: -d and --network host for -p, the metrics volume a directory of the "
+        "host (as an emptyDir is one of the node's)"
+    ),
     "kubectl apply -k overlays/prod": NotRun(
         "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"
     ),
@@ -269,6 +300,23 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4317 .venv/bin/basra-rules serve "
         "--tracing"
     ): Serve(),
+    # docs/integration.md
+    "bash examples/lobby/try.sh": NotRun(
+        "starts both servers until Ctrl-C; tests/lobby runs this script on free ports "
+        "(LOBBY_PORT=0) and drives its pages in headless Chromium"
+    ),
+    (
+        ".venv/bin/basra-rules play --target localhost:50051 --bots greedy random --record "
+        "/tmp/match.json"
+    ): Run(address="localhost:50051"),
+    (
+        '.venv/bin/python -c "import grpc, pathlib; from basra.v1 import rules_pb2 as pb, '
+        "rules_pb2_grpc as rpc; channel = grpc.insecure_channel('localhost:50051', "
+        "options=[('grpc.service_config', "
+        "pathlib.Path('deploy/grpc-service-config.json').read_text())]); "
+        "print(rpc.RulesServiceStub(channel).NewMatch(pb.NewMatchRequest(seed=b'x'))"
+        '.state.hand_number)"'
+    ): Run(address="localhost:50051"),
     # docs/load-testing.md
     ".venv/bin/python -m benchmarks.ghz_data": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
@@ -276,6 +324,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.ghz_data --check": Run(),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning &": Serve(),
     "ghz --config deploy/ghz/apply.json my-host:50051": GHZ,
+    "ghz --config deploy/ghz/apply.json --proto proto/basra/v1/rules.proto": GHZ,
     "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": GHZ,
     "ghz --config deploy/ghz/legal_moves.json --rps 1000 -z 30s": GHZ,
     "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster with the service"),

@@ -44,13 +44,30 @@ def test_facts_import_nothing_of_the_engine() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["engine.cards", "engine.events", "engine.scoring", "engine.plans", "engine.errors"]
+    "module",
+    [
+        "engine.cards",
+        "engine.events",
+        "engine.scoring",
+        "engine.plans",
+        "engine.plan_table",
+        "engine.errors",
+    ],
 )
 def test_pure_parts_do_not_reach_the_match_machinery(module: str) -> None:
     """Cards, events, scoring and plans load none of state, match, rng, validate, replay."""
     loaded = loaded_by(module)
     assert module in loaded
     assert not loaded & MACHINERY, f"{module} loads {sorted(loaded & MACHINERY)}"
+
+
+@pytest.mark.parametrize("module", ["engine.plan_search", "engine.plan_table"])
+def test_the_search_and_the_table_format_stand_below_the_memos_and_the_rule(module: str) -> None:
+    """The plan search and the plan table's format load neither the memos nor the rule, so
+    the table can be built and read without them."""
+    loaded = loaded_by(module)
+    assert module in loaded
+    assert not loaded & {"engine.plan_memo", "engine.plans"}
 
 
 def test_the_probe_sees_the_machinery_where_it_is_used() -> None:

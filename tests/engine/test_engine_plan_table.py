@@ -11,21 +11,15 @@ import random
 
 import pytest
 
-from engine.plans import (
-    REACHABLE_EXTRA_CARDS,
-    _decode,
-    _encode,
-    _search,
-    plan_table,
-    reachable_shapes,
-)
+from engine.plan_search import search_shape
+from engine.plan_table import REACHABLE_EXTRA_CARDS, build, decode, encode, reachable_shapes
 from testkit.plan_tables import assert_table_changes_nothing, installed
 
 
 @pytest.fixture(scope="module")
 def table() -> bytes:
     """The table of the values 2 to 8 (the whole one is checked in tests/service)."""
-    return plan_table(range(2, 9))
+    return build(range(2, 9))
 
 
 def test_reachable_shapes_are_the_count_vectors_the_bound_allows() -> None:
@@ -46,12 +40,12 @@ def test_a_record_decodes_to_the_search_and_refuses_past_the_limit_as_the_search
     for _ in range(400):
         value = rnd.randint(2, 10)
         shape = rnd.choice(reachable_shapes(value))
-        full = _search(value, shape, 1 << 62)
-        record = _encode(full)
-        assert _decode(record, full.work) == full
+        full = search_shape(value, shape, 1 << 62)
+        record = encode(full)
+        assert decode(record, full.work) == full
         for limit in (0, 1, full.work // 2, full.work - 1):
             if limit < full.work:
-                assert _decode(record, limit) == _search(value, shape, limit)
+                assert decode(record, limit) == search_shape(value, shape, limit)
 
 
 def test_plans_with_the_table_are_the_plans_of_the_search(table: bytes) -> None:

@@ -29,6 +29,8 @@ from engine import (
     codes,
     legal_moves,
     new_match,
+    public_events,
+    public_view,
     replay,
     seat_events,
     seat_view,
@@ -135,6 +137,49 @@ def check_view(state: State, events: tuple[Event, ...]) -> None:
                 assert event.seat == 1 - seat
 
 
+# Every field of the public view; a new one fails check_public until it is checked there.
+PUBLIC_FIELDS = {
+    "seq",
+    "hand_number",
+    "round_number",
+    "dealer",
+    "to_move",
+    "floor",
+    "deck_size",
+    "hand_sizes",
+    "captured_counts",
+    "basras",
+    "totals",
+    "carry",
+    "status",
+    "winner",
+    "labels",
+    "seed_commitment",
+    "seed",
+}
+
+
+def check_public(state: State, events: tuple[Event, ...]) -> None:
+    """Anybody sees the floor, counts and scores: no hand or deck card, no seed until the end."""
+    view = public_view(state)
+    assert {f.name for f in fields(view)} == PUBLIC_FIELDS  # the floor is the only card zone
+    assert view.floor == state.floor
+    assert view.hand_sizes == (len(state.hands[0]), len(state.hands[1]))
+    assert view.captured_counts == (len(state.captured[0]), len(state.captured[1]))
+    assert view.deck_size == len(state.deck)
+    assert (view.basras, view.totals, view.carry) == (state.basras, state.totals, state.carry)
+    assert (view.to_move, view.winner, view.status) == (state.to_move, state.winner, state.status)
+    assert view.seed_commitment == hashlib.sha256(state.seed).digest()
+    assert view.seed == (state.seed if state.status is Status.OVER else None)
+    shown = public_events(events)
+    assert len(shown) == len(events)
+    for event, public in zip(events, shown, strict=True):
+        if isinstance(event, CardsDealt) and event.seat is not None:
+            assert public == HiddenDeal(event.seat, len(event.cards))
+        else:
+            assert public is event
+
+
 class PileTracker:
     """Rebuilds each hand's piles from the events, to score hands independently."""
 
@@ -200,6 +245,7 @@ def play_checked(seed: bytes, rnd: random.Random, prefer_trail: bool) -> None:
             tracker.see(event, carry)
             if isinstance(event, HandScored):
                 carry = event.carry_after
+        check_public(state, events)
         if rnd.random() < 0.05:
             check_view(state, events)
         states.append(state)
@@ -211,6 +257,7 @@ def play_checked(seed: bytes, rnd: random.Random, prefer_trail: bool) -> None:
     assert isinstance(all_events[-1], MatchOver)
     assert all_events[-1].winner == state.winner
     check_view(state, ())
+    check_public(state, tuple(all_events))
 
     again = replay(seed, actions)
     assert again.refused_index is None

@@ -254,6 +254,8 @@ def requests(rnd: random.Random, pool: Sequence[bytes]) -> tuple[str, bytes, boo
         view = pb.PlayerViewRequest(state=state)
         if rnd.random() < 0.95:
             view.seat = rnd.choice((0, 1, 0, 1, _number(rnd, True)))
+        if rnd.random() < 0.25:
+            view.spectator = True  # the public view or, with a seat, its refusal
         return "PlayerView", view.SerializeToString(), False
     if roll < 0.85:
         return rnd.choice(sorted(METHODS)), rnd.randbytes(rnd.randint(0, 600)), False

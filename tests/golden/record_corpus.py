@@ -161,7 +161,7 @@ class Played:
 
 
 def play(rec: Recorder, mode: str, name: str, spec: tuple[Any, ...]) -> Played:
-    """Record a whole match: NewMatch, every Apply, LegalMoves and both PlayerViews often."""
+    """Record a whole match: NewMatch, every Apply, LegalMoves and the three PlayerViews often."""
     _, seed, labels, choices, every = spec
     file = f"{mode}-{name}"
     call = rec.calls(file, mode)
@@ -177,6 +177,8 @@ def play(rec: Recorder, mode: str, name: str, spec: tuple[Any, ...]) -> Played:
             for seat in (0, 1):
                 request = pb.PlayerViewRequest(**state, seat=seat)
                 call("PlayerView", request, f"seq {seq}, seat {seat}")
+            request = pb.PlayerViewRequest(**state, spectator=True)
+            call("PlayerView", request, f"seq {seq}, spectator")
         action = choose(result.legal_moves, rnd)
         apply = pb.ApplyRequest(**state, action=action)
         if seq % 3 == 1:
@@ -189,6 +191,8 @@ def play(rec: Recorder, mode: str, name: str, spec: tuple[Any, ...]) -> Played:
     for seat in (0, 1):
         request = pb.PlayerViewRequest(**state, seat=seat)
         call("PlayerView", request, f"match over, seat {seat}")
+    request = pb.PlayerViewRequest(**state, spectator=True)
+    call("PlayerView", request, "match over, spectator")
     late = pb.ApplyRequest(**state, action=actions[-1])
     call("Apply", late, "an action after the end", "MATCH_OVER")
     return Played(seed, labels, actions, results)
@@ -364,6 +368,8 @@ def refusals(rec: Recorder, mode: str, matches: Sequence[Played], keyring: Keyri
             view.seat = asked
         shown = "no seat" if asked is None else f"seat {asked}"
         call("PlayerView", view, f"seq {seq}: {shown}", "INVALID_SEAT")
+    both = pb.PlayerViewRequest(**held(mode, result), seat=0, spectator=True)
+    call("PlayerView", both, f"seq {seq}: a seat and spectator", "INVALID_SEAT")
     corrupt_states(rec, mode, matches[0].results[5], keyring)
     if mode == "signed":
         signed_states(rec, result, keyring)

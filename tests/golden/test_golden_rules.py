@@ -238,19 +238,28 @@ def check_legal_moves(state: Json, moves: Json) -> None:
                 )
 
 
+def _hiding_deals(events: Sequence[Json], shown: int | None) -> list[Json]:
+    """The events with the cards dealt to any seat but `shown` as their count."""
+    expected: list[Json] = []
+    for event in events:
+        dealt = event.get("cards_dealt")
+        if dealt is not None and "seat" in dealt and dealt["seat"] != shown:
+            expected.append({"hidden_deal": {"seat": dealt["seat"], "count": len(dealt["cards"])}})
+        else:
+            expected.append(event)
+    return expected
+
+
 def check_seat_events(events: Sequence[Json], seat_events: Sequence[Json]) -> None:
     """Each seat sees every event, except the faces of the cards dealt to the other seat."""
     assert [s["seat"] for s in seat_events] == [0, 1]
     for seen in seat_events:
-        expected: list[Json] = []
-        for event in events:
-            dealt = event.get("cards_dealt")
-            if dealt is not None and "seat" in dealt and dealt["seat"] != seen["seat"]:
-                hidden = {"seat": dealt["seat"], "count": len(dealt["cards"])}
-                expected.append({"hidden_deal": hidden})
-            else:
-                expected.append(event)
-        assert seen["events"] == expected
+        assert seen["events"] == _hiding_deals(events, seen["seat"])
+
+
+def check_public_events(events: Sequence[Json], public: Sequence[Json]) -> None:
+    """Anybody sees every event, except the faces of the cards dealt to either seat."""
+    assert public == _hiding_deals(events, None)
 
 
 def _walk(cases: list[Case]) -> Iterator[tuple[Table, Case, Json]]:
@@ -271,6 +280,7 @@ def test_a_whole_match_follows_the_rules_event_by_event(file: str) -> None:
         table.check_state(result["state"])
         check_legal_moves(result["state"], result["legal_moves"])
         check_seat_events(result["events"], result["seat_events"])
+        check_public_events(result["events"], result["public_events"])
         digest = hashlib.sha256(base64.b64decode(result["state"]["seed"])).digest()
         assert base64.b64decode(result["seed_commitment"]) == digest
     assert table.winner is not None and table.hands_scored >= 3
@@ -299,59 +309,81 @@ def test_a_whole_match_replayed_gives_the_events_it_was_played_with(file: str) -
     assert "match-ties" not in file, "the whole-match replay of match-ties is missing"
 
 
-def _views() -> Iterator[Case]:
+def _views(public: bool) -> Iterator[Case]:
+    """The answered PlayerView cases: a seat's views, or (public) the spectators'."""
     for case in load_cases():
-        if case.rpc == "PlayerView" and case.expected.code == OK:
+        asked = (
+            bool(case.data["request"]["json"].get("spectator"))
+            if case.data["request"]["json"]
+            else False
+        )
+        if case.rpc == "PlayerView" and case.expected.code == OK and asked == public:
             yield case
+
+
+def _public_facts(state: Json) -> dict[str, Any]:
+    """What anybody may see of a recorded state, as the JSON of a view shows it."""
+    seats = state["seats"]
+    deck = len(state["deck"])
+    facts = {
+        "seq": state["seq"],
+        "hand_number": state["hand_number"],
+        "round_number": min(6, (40 - deck) // 8 + 1),
+        "dealer": state["dealer"],
+        "floor": state["floor"],
+        "deck_size": deck,
+        "seats": [
+            {
+                "label": s["label"],
+                "hand_size": len(s["hand"]),
+                "captured_count": len(s["captured"]),
+                "basras": s["basras"],
+                "total": s["total"],
+            }
+            for s in seats
+        ],
+        "carry": state["carry"],
+        "status": state["status"],
+        "seed_commitment": base64.b64encode(
+            hashlib.sha256(base64.b64decode(state["seed"])).digest()
+        ).decode(),
+    }
+    for optional in ("to_move", "winner"):
+        if optional in state:
+            facts[optional] = state[optional]
+    if state["status"] == "STATUS_OVER":
+        facts["seed"] = state["seed"]
+    return facts
 
 
 def test_every_recorded_view_shows_the_seat_what_the_state_allows_and_no_more() -> None:
     """PlayerView: own hand, public counts, no seed until the end, moves only for the mover."""
-    views = list(_views())
+    views = list(_views(public=False))
     assert len(views) >= 100
     for case in views:
         state = _request_state(case)
         seat = case.data["request"]["json"]["seat"]
-        view = case.data["expect"]["json"]["view"]
-        seats = state["seats"]
-        deck = len(state["deck"])
-        over = state["status"] == "STATUS_OVER"
-        expected = {
-            "seat": seat,
-            "seq": state["seq"],
-            "hand_number": state["hand_number"],
-            "round_number": min(6, (40 - deck) // 8 + 1),
-            "dealer": state["dealer"],
-            "hand": seats[seat]["hand"],
-            "floor": state["floor"],
-            "deck_size": deck,
-            "seats": [
-                {
-                    "label": s["label"],
-                    "hand_size": len(s["hand"]),
-                    "captured_count": len(s["captured"]),
-                    "basras": s["basras"],
-                    "total": s["total"],
-                }
-                for s in seats
-            ],
-            "carry": state["carry"],
-            "status": state["status"],
-            "seed_commitment": base64.b64encode(
-                hashlib.sha256(base64.b64decode(state["seed"])).digest()
-            ).decode(),
-        }
-        for optional in ("to_move", "winner"):
-            if optional in state:
-                expected[optional] = state[optional]
-        if over:
-            expected["seed"] = state["seed"]
+        answer = case.data["expect"]["json"]
+        assert "public_view" not in answer, case.id
+        view = answer["view"]
+        expected = {"seat": seat, "hand": state["seats"][seat]["hand"], **_public_facts(state)}
         shown = {k: v for k, v in view.items() if k != "legal_moves"}
         assert shown == expected, case.id
         if state.get("to_move") == seat:
             check_legal_moves(state, view["legal_moves"])
         else:
             assert "legal_moves" not in view, case.id
+
+
+def test_every_recorded_public_view_shows_what_anybody_may_see_and_no_more() -> None:
+    """PlayerView for spectators: the public facts alone, no hand, the seed only at the end."""
+    views = list(_views(public=True))
+    assert len(views) >= 40
+    for case in views:
+        state = _request_state(case)
+        answer = case.data["expect"]["json"]
+        assert "view" not in answer, case.id
+        assert answer["public_view"] == _public_facts(state), case.id
 
 
 def test_every_recorded_list_of_legal_moves_is_the_independent_one() -> None:

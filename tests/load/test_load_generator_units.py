@@ -47,7 +47,6 @@ def test_defaults_are_ghz_defaults() -> None:
     ("extra", "message"),
     [
         ({"async": True}, "not supported"),
-        ({"proto": "rules.proto"}, "reflection"),
         ({"connections": 8, "concurrency": 4}, "cannot exceed"),
         ({"total": 0}, "total"),
         ({"data": []}, "non-empty"),

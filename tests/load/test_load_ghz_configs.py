@@ -11,12 +11,13 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from google.protobuf import json_format
+from google.protobuf import json_format, message_factory
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from benchmarks import ghz_data
 from clients import load
 from testkit import harness
+from testkit import reflection as reflect
 from testkit.harness import ServedProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,6 +92,49 @@ def test_config_call_is_listed_by_reflection_and_its_data_decodes(
         # Strict: an unknown field in the data is a mistake, not something to skip.
         message = json_format.ParseDict(dict(item), cls())
         assert message.ByteSize() > 0
+
+
+@pytest.mark.parametrize("protocol", ["v1alpha", "v1"])
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_call_resolves_through_reflection_as_ghz_resolves_it(
+    server: ServedProcess, path: Path, protocol: str
+) -> None:
+    """ghz asks one thing: file_containing_symbol of `call` (a "/" made a "."), the method's
+    full name; it finds the service and method in the answer, builds the request from the
+    method's input type, and calls. No .proto file is involved."""
+    raw = _raw(path)
+    config = load.config_from_dict(raw, REPO)
+    with grpc.insecure_channel(server.target) as channel:
+        reflector = reflect.Reflector(channel, protocol)
+        method = reflector.method(raw["call"])
+        asked = [
+            (r.WhichOneof("message_request"), r.file_containing_symbol) for r in reflector.asked
+        ]
+        assert asked == [("file_containing_symbol", raw["call"].replace("/", "."))]
+        assert method.input_type.full_name == f"basra.v1.{config.method}Request"
+        request_class = message_factory.GetMessageClass(method.input_type)
+        for item in config.data:
+            json_format.ParseDict(dict(item), request_class())
+        answer = reflector.caller(raw["call"])(config.data[0], timeout=10)
+        assert answer
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"proto": "proto/basra/v1/rules.proto", "import-paths": ["proto"]},
+        {"protoset": "no/such/file.protoset"},
+    ],
+    ids=["proto", "protoset"],
+)
+def test_a_proto_or_protoset_key_is_accepted_and_ignored(
+    server: ServedProcess, tmp_path: Path, source: dict[str, Any]
+) -> None:
+    """A config a ghz user gave a .proto or protoset runs unchanged: the request type still
+    comes from reflection (the file is not read, so it need not even exist)."""
+    raw = {**_raw(GHZ_DIR / "new_match.json"), "total": 20, "concurrency": 2, "connections": 1}
+    report = json.loads(_load(server, tmp_path, {**raw, **source}, "--json"))
+    assert report["statusCodeDistribution"] == {"OK": 20}
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

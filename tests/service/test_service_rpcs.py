@@ -10,6 +10,8 @@ from basra.v1 import rules_pb2 as pb
 import engine
 from clients import messages
 from service.config import Config
+from service.handlers import Handlers
+from testkit import reference_encoder
 from testkit.actions import action_to_proto
 from tests.service.conftest import MakeCaller
 from tests.service.service_support import (
@@ -349,6 +351,56 @@ def test_player_view_refuses_a_missing_or_unknown_seat(call: Caller) -> None:
         outcome = call("PlayerView", request)
         assert outcome.code is grpc.StatusCode.INVALID_ARGUMENT
         assert outcome.info.reason == "INVALID_SEAT"
+
+
+def test_the_public_view_shows_what_anybody_may_see(call: Caller) -> None:
+    """spectator: the floor and counts in public_view (no `view`), the seed only after the end."""
+    result = _new(call, labels=("Ann", "Bob"))
+    state = result.state
+    outcome = call("PlayerView", pb.PlayerViewRequest(state=state, spectator=True))
+    assert outcome.code is grpc.StatusCode.OK
+    assert not outcome.response.HasField("view")
+    view = outcome.response.public_view
+    assert list(view.floor) == list(state.floor) and view.deck_size == len(state.deck)
+    assert [s.hand_size for s in view.seats] == [4, 4]
+    assert [s.label for s in view.seats] == ["Ann", "Bob"]
+    assert view.to_move == state.to_move and view.dealer == state.dealer
+    assert not view.HasField("seed") and view.seed_commitment == result.seed_commitment
+    assert state.seed not in outcome.response.SerializeToString()
+    final, _ = finished_match(SEED)
+    request = pb.PlayerViewRequest(state=proto(final), spectator=True)
+    end = call("PlayerView", request).response.public_view
+    assert end.seed == SEED and end.status == pb.STATUS_OVER and end.winner == final.winner
+    assert [s.total for s in end.seats] == list(final.totals)
+    assert not end.HasField("to_move")
+
+
+def test_the_public_view_names_no_hand_or_deck_card_in_any_state_of_a_match() -> None:
+    """Every state of a whole match, through the handlers: only floor cards, true counts."""
+    handlers = Handlers()
+    looked = 0
+    for state, _ in states_of(SEED):
+        request = pb.PlayerViewRequest(state=proto(state), spectator=True)
+        answer = pb.PlayerViewResponse.FromString(handlers.player_view(request))
+        view = answer.public_view
+        hidden = {*state.hands[0], *state.hands[1], *state.deck}
+        assert set(view.floor) == set(engine.codes(state.floor))
+        assert not set(view.floor) & set(engine.codes(hidden))
+        assert [s.hand_size for s in view.seats] == [len(h) for h in state.hands]
+        assert [s.captured_count for s in view.seats] == [len(p) for p in state.captured]
+        assert view.HasField("seed") == (state.status is engine.Status.OVER)
+        # Byte for byte what protobuf's own encoder writes for the same view.
+        assert handlers.player_view(request) == reference_encoder.player_view_answer(request)
+        looked += 1
+    assert looked > 48
+
+
+def test_the_public_view_refuses_a_seat_too(call: Caller) -> None:
+    """spectator with a seat: INVALID_ARGUMENT, INVALID_SEAT (a request asks for one view)."""
+    state = _new(call).state
+    outcome = call("PlayerView", pb.PlayerViewRequest(state=state, seat=0, spectator=True))
+    assert outcome.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert outcome.info.reason == "INVALID_SEAT"
 
 
 def test_replay_rebuilds_the_match(call: Caller) -> None:

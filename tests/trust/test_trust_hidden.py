@@ -1,4 +1,5 @@
-"""Hidden information never leaks: not through PlayerView or seat events, not into the logs."""
+"""Hidden information never leaks: not through PlayerView (a seat's or the public view), seat or
+public events, not into the logs."""
 
 from __future__ import annotations
 
@@ -71,6 +72,25 @@ def check_view(view: pb.PlayerView, state: State, seat: int) -> None:
         assert state.seed not in view.SerializeToString()
 
 
+def check_public_view(response: pb.PlayerViewResponse, state: State) -> None:
+    """The public view shows the floor and counts: no hand card, no deck card, no seed early."""
+    assert response.HasField("public_view") and not response.HasField("view")
+    view = response.public_view
+    shown = {s for s in strings_in(view) if s in CODES}
+    assert shown <= set(engine.codes(state.floor)), f"anybody sees {sorted(shown)}"
+    hidden = {*engine.codes(state.hands[0]), *engine.codes(state.hands[1])}
+    assert not shown & (hidden | set(engine.codes(state.deck)))
+    assert [s.hand_size for s in view.seats] == [len(hand) for hand in state.hands]
+    assert [s.captured_count for s in view.seats] == [len(pile) for pile in state.captured]
+    assert view.deck_size == len(state.deck)
+    assert view.seed_commitment == hashlib.sha256(state.seed).digest()
+    if state.status is Status.OVER:
+        assert view.HasField("seed") and view.seed == state.seed
+    else:
+        assert not view.HasField("seed")
+        assert state.seed not in response.SerializeToString()
+
+
 def check_seat_events(result: pb.NewMatchResponse | pb.ApplyResponse) -> None:
     """Each seat's events show the cards dealt to it and to the floor, and only a count else."""
     for seat in (0, 1):
@@ -84,6 +104,16 @@ def check_seat_events(result: pb.NewMatchResponse | pb.ApplyResponse) -> None:
             elif kind == "hidden_deal":
                 assert event.hidden_deal.seat == 1 - seat and event.hidden_deal.count > 0
         assert result.state.seed not in events.SerializeToString()
+    # Anybody's events: every seat's deal as a count, everything else as it happened.
+    assert len(result.public_events) == len(result.events)
+    for public, event in zip(result.public_events, result.events, strict=True):
+        if event.WhichOneof("kind") == "cards_dealt" and event.cards_dealt.HasField("seat"):
+            assert public.WhichOneof("kind") == "hidden_deal"
+            assert public.hidden_deal.seat == event.cards_dealt.seat
+            assert public.hidden_deal.count == len(event.cards_dealt.cards)
+        else:
+            assert public == event
+    assert result.state.seed not in b"".join(e.SerializeToString() for e in result.public_events)
 
 
 @settings(
@@ -94,10 +124,11 @@ def check_seat_events(result: pb.NewMatchResponse | pb.ApplyResponse) -> None:
 @given(
     seed=st.binary(min_size=16, max_size=64), play=st.integers(0, 2**32), looks=st.integers(3, 12)
 )
-def test_no_view_and_no_seat_event_shows_what_the_seat_may_not_see(
+def test_no_view_and_no_event_shows_what_its_reader_may_not_see(
     stub: Any, seed: bytes, play: int, looks: int
 ) -> None:
-    """Whole matches through gRPC; both seats' views checked at random steps and at the end."""
+    """Whole matches through gRPC; both seats' views and the public view checked at random steps
+    and at the end, every seat's and the public events at every step."""
     rnd = random.Random(play)
     result = stub.NewMatch(pb.NewMatchRequest(seed=seed), timeout=TIMEOUT)
     check_seat_events(result)
@@ -109,6 +140,8 @@ def test_no_view_and_no_seat_event_shows_what_the_seat_may_not_see(
                 request = pb.PlayerViewRequest(state=result.state, seat=seat)
                 view = stub.PlayerView(request, timeout=TIMEOUT).view
                 check_view(view, state, seat)
+            request = pb.PlayerViewRequest(state=result.state, spectator=True)
+            check_public_view(stub.PlayerView(request, timeout=TIMEOUT), state)
         if state.status is Status.OVER:
             break
         action = random_action(state, rnd)

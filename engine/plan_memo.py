@@ -1,0 +1,146 @@
+"""The memos of plan generation, and the plan table installed beneath them.
+
+Plan generation is pure and on the service's hot path, so it is memoised at three levels:
+the plans of a card kind per relevant part of the floor (the rule of engine.plans), the
+smaller cards each plan takes per (value, smaller floor cards), and the search per (value,
+shape of those cards), which reads the installed plan table before searching.
+
+Every memo here, and the bot's (engine.bot.moves), takes one integer argument, its
+arguments packed: lru_cache then keys its dictionary by that integer, which the cyclic
+garbage collector never tracks. With tuple keys, each new entry would put the whole
+dictionary back under the collector's watch (CPython untracks a dict holding only untracked
+objects and tracks it again when a tracked key comes in), and the next collections would
+walk it entry by entry: pauses of milliseconds with full memos, in the middle of calls. The
+values are plain tuples of ints for the same reason: the collector untracks those, so a full
+memo adds nothing to its pauses (with Plan objects inside, 65,536 entries made each full
+collection take over 100 ms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.cards import RANK_MASKS, VALUE_BITS, cards_of
+from engine.facts import DECK_SIZE, DEFAULT_WORK_LIMIT, RANKS, SUITS
+from engine.plan_search import ShapePlans, Taken, search_shape
+from engine.plan_table import decode, entry_key, parse
+
+if TYPE_CHECKING:
+    from functools import _lru_cache_wrapper
+
+_T = TypeVar("_T")
+
+# The key of the plans memo, low bits first: a card kind (engine.plans: a rank position, or
+# len(RANKS) for the 7D) in KIND_BITS, whether other cards lie on the floor, the relevant
+# floor cards, and from LIMIT_SHIFT on the work limit (the default as 0, which keeps the
+# usual keys small and quick to hash). engine.plans packs it, written out on its hot path.
+KIND_BITS = len(RANKS).bit_length()
+_KIND_FIELD = (1 << KIND_BITS) - 1
+_MASK_BITS = DECK_SIZE + 1  # a card mask, with room to spare
+_MASK_FIELD = (1 << _MASK_BITS) - 1
+LIMIT_SHIFT = KIND_BITS + 1 + _MASK_BITS  # above the kind, the `others` bit and the floor
+_VALUE_FIELD = (1 << VALUE_BITS) - 1
+
+# A table to turn a card mask into its shape a chunk of ranks at a time: per chunk value, the
+# same chunk with each rank's cards moved to the low bits of its place, so that only counts
+# remain.
+_PACK_RANKS = 2
+_PACK_BITS = _PACK_RANKS * len(SUITS)
+_PACK_CHUNK = (1 << _PACK_BITS) - 1
+_PACKED: tuple[int, ...] = tuple(
+    sum(
+        ((1 << (chunk & rank_mask).bit_count()) - 1) << (rank_mask & -rank_mask).bit_length() - 1
+        for rank_mask in RANK_MASKS[:_PACK_RANKS]
+    )
+    for chunk in range(_PACK_CHUNK + 1)
+)
+
+# The records of the installed plan table (engine.plan_table), by entry key: empty until a
+# table is installed, and changed only by another install.
+_TABLE: dict[int, bytes] = {}
+_RULE_MEMOS: list[_lru_cache_wrapper[Any]] = []  # memoised_plans' memos
+
+
+def memoised_plans(rule: Callable[[int, int, bool, int], _T]) -> _lru_cache_wrapper[_T]:
+    """`rule` (the plans of a kind on the relevant floor, whether others lie there, within a
+    work limit) memoised by the plans key; its `__wrapped__` computes without keeping."""
+
+    @lru_cache(maxsize=1 << 16)
+    def plans(key: int) -> _T:
+        return rule(
+            key & _KIND_FIELD,
+            key >> KIND_BITS + 1 & _MASK_FIELD,
+            bool(key >> KIND_BITS & 1),
+            key >> LIMIT_SHIFT or DEFAULT_WORK_LIMIT,
+        )
+
+    _RULE_MEMOS.append(plans)
+    return plans
+
+
+def install_plan_table(table: bytes) -> int:
+    """Install a table made by engine.plan_table.build (replacing any other; b"": none) and
+    return its number of shapes."""
+    entries = parse(table)
+    _TABLE.clear()
+    _TABLE.update(entries)
+    _shape_plans.cache_clear()
+    return len(entries)
+
+
+def clear_caches() -> None:
+    """Forget memoised plans (benchmarks use it to measure cold generation; an installed plan
+    table stays)."""
+    for memo in (*_RULE_MEMOS, taken_cards, _shape_plans):
+        memo.cache_clear()
+
+
+def small_key(value: int, mask: int, limit: int) -> int:
+    """The key of taken_cards and `_shape_plans`: a value, a mask (cards or shape), a limit."""
+    return (limit << _MASK_BITS | mask) << VALUE_BITS | value
+
+
+def _unpack_small(key: int) -> tuple[int, int, int]:
+    """(value, mask, limit) of a key made by small_key."""
+    return key & _VALUE_FIELD, key >> VALUE_BITS & _MASK_FIELD, key >> VALUE_BITS + _MASK_BITS
+
+
+@lru_cache(maxsize=1 << 16)
+def taken_cards(key: int) -> tuple[tuple[Taken, ...] | None, int]:
+    """Per plan of a played value, what it takes of the smaller floor cards, and the search's
+    work; None instead of the plans when the work passes the limit. `key`: small_key of the
+    value, the smaller floor cards (a bitmask) and the limit."""
+    value, smaller, limit = _unpack_small(key)
+    shape = 0  # each rank's place with its cards moved to the low bits: only counts matter
+    shift = 0
+    while smaller >> shift:
+        shape |= _PACKED[(smaller >> shift) & _PACK_CHUNK] << shift
+        shift += _PACK_BITS
+    found = _shape_plans(small_key(value, shape, limit))
+    if found.work > limit:
+        return None, found.work
+    cards = cards_of(smaller)
+    bits = [1 << c for c in cards]
+    out: list[Taken] = []
+    for taken, groups in found.plans:
+        # List comprehensions rather than generators: a cold miss runs this per plan.
+        out.append(
+            (
+                tuple([cards[p] for p in taken]),
+                sum([bits[p] for p in taken]),
+                tuple([tuple([cards[p] for p in g]) for g in groups]),
+            )
+        )
+    return tuple(out), found.work
+
+
+@lru_cache(maxsize=1 << 14)
+def _shape_plans(key: int) -> ShapePlans:
+    """The search on a shape (by small_key): from the installed table, or searched."""
+    value, shape, limit = _unpack_small(key)
+    record = _TABLE.get(entry_key(value, shape))
+    if record is not None:
+        return decode(record, limit)
+    return search_shape(value, shape, limit)

@@ -1,0 +1,28 @@
+"""docs/integration.md quotes the example lobby: every excerpt is the lines its link names."""
+
+from __future__ import annotations
+
+import re
+
+from tests.docs.doc_commands import REPO, blocks
+
+PAGE = REPO / "docs" / "integration.md"
+# The link in the line that introduces an excerpt: (../examples/lobby/FILE#La-Lb)
+LINK = re.compile(r"\(\.\./(examples/lobby/[\w./-]+)#L(\d+)-L(\d+)\)")
+
+
+def test_every_excerpt_of_the_integration_page_is_the_code_its_link_names() -> None:
+    """A change of the example that moves or alters quoted lines fails until the page follows."""
+    text = PAGE.read_text(encoding="utf-8").splitlines()
+    excerpts = [b for b in blocks(PAGE) if b.tag == "js"]
+    assert len(excerpts) >= 10
+    for block in excerpts:
+        intro = next(line for line in reversed(text[: block.line - 1]) if line.strip())
+        link = LINK.search(intro)
+        assert link, f"docs/integration.md:{block.line}: no link to the quoted lines in {intro!r}"
+        path, first, last = link.group(1), int(link.group(2)), int(link.group(3))
+        lines = (REPO / path).read_text(encoding="utf-8").splitlines()
+        assert 1 <= first <= last <= len(lines), f"{path} has no lines {first}-{last}"
+        assert block.body.splitlines() == lines[first - 1 : last], (
+            f"docs/integration.md:{block.line} is not {path} lines {first}-{last}"
+        )
