@@ -156,20 +156,16 @@ def verify(
     progress = Verdict(None, 0, 0, 0, 0, 0, match_over=False)
     if not rng.is_seed(seed):
         size = len(seed) if isinstance(seed, bytes) else -1
-        return replace(
+        return _found(
             progress,
-            discrepancy=Discrepancy(
-                Finding.INVALID_SEED,
-                f"The seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes, not {size}.",
-            ),
+            Finding.INVALID_SEED,
+            f"The seed must be {MIN_SEED_BYTES} to {MAX_SEED_BYTES} bytes, not {size}.",
         )
     if not hmac.compare_digest(rng.commitment(seed), bytes(commitment)):
-        return replace(
+        return _found(
             progress,
-            discrepancy=Discrepancy(
-                Finding.COMMITMENT_MISMATCH,
-                "SHA-256 of the seed is not the commitment shown at the start of the match.",
-            ),
+            Finding.COMMITMENT_MISMATCH,
+            "SHA-256 of the seed is not the commitment shown at the start of the match.",
         )
 
     result = replay(seed, actions, work_limit=work_limit)
@@ -186,13 +182,11 @@ def verify(
         expected.extend(hand_deals(seed, number))
     for index, (actual, wanted) in enumerate(zip(made, expected, strict=False)):
         if actual != wanted:
-            return replace(
+            return _found(
                 progress,
-                discrepancy=Discrepancy(
-                    Finding.DEAL_MISMATCH,
-                    f"Deal {index} is '{_show(actual)}' but the seed gives '{_show(wanted)}'.",
-                    index,
-                ),
+                Finding.DEAL_MISMATCH,
+                f"Deal {index} is '{_show(actual)}' but the seed gives '{_show(wanted)}'.",
+                index,
             )
         progress = replace(
             progress,
@@ -200,26 +194,27 @@ def verify(
             fixes_checked=progress.fixes_checked + isinstance(actual, FloorFixed),
         )
     if len(made) > len(expected) or (progress.match_over and len(made) < len(expected)):
-        return replace(
+        return _found(
             progress,
-            discrepancy=Discrepancy(
-                Finding.DEAL_MISMATCH,
-                f"The replay made {len(made)} deal events where the seed gives {len(expected)}.",
-                min(len(made), len(expected)),
-            ),
+            Finding.DEAL_MISMATCH,
+            f"The replay made {len(made)} deal events where the seed gives {len(expected)}.",
+            min(len(made), len(expected)),
         )
     if result.refused_index is not None and result.error is not None:
-        return replace(
+        return _found(
             progress,
-            discrepancy=Discrepancy(
-                Finding.ACTION_REFUSED,
-                f"Action {result.refused_index} is not legal there: {result.error.message}",
-                result.refused_index,
-            ),
+            Finding.ACTION_REFUSED,
+            f"Action {result.refused_index} is not legal there: {result.error.message}",
+            result.refused_index,
         )
     if observed is None or seat is None:
         return progress
     return _compare_observed(progress, made, observed, seat)
+
+
+def _found(progress: Verdict, finding: Finding, message: str, index: int | None = None) -> Verdict:
+    """The verdict so far with the first discrepancy found."""
+    return replace(progress, discrepancy=Discrepancy(finding, message, index))
 
 
 def _compare_observed(
@@ -230,27 +225,23 @@ def _compare_observed(
     seen = _deals_of(observed)
     for index, (shown, wanted) in enumerate(zip(seen, should_see, strict=False)):
         if shown != wanted:
-            return replace(
+            return _found(
                 progress,
-                discrepancy=Discrepancy(
-                    Finding.OBSERVED_MISMATCH,
-                    f"Seat {seat} was shown '{_show(shown)}' as deal {index}, "
-                    f"but the seed gives '{_show(wanted)}'.",
-                    index,
-                ),
+                Finding.OBSERVED_MISMATCH,
+                f"Seat {seat} was shown '{_show(shown)}' as deal {index}, "
+                f"but the seed gives '{_show(wanted)}'.",
+                index,
             )
         progress = replace(progress, observed_checked=index + 1)
     if len(seen) != len(should_see):
         finding = (
             Finding.OBSERVED_EXTRA if len(seen) > len(should_see) else Finding.OBSERVED_MISSING
         )
-        return replace(
+        return _found(
             progress,
-            discrepancy=Discrepancy(
-                finding,
-                f"Seat {seat} was shown {len(seen)} deal events; the actions lead to "
-                f"{len(should_see)}.",
-                min(len(seen), len(should_see)),
-            ),
+            finding,
+            f"Seat {seat} was shown {len(seen)} deal events; the actions lead to "
+            f"{len(should_see)}.",
+            min(len(seen), len(should_see)),
         )
     return progress

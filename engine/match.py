@@ -253,6 +253,16 @@ def _check_card(card: Card) -> None:
         )
 
 
+def _must_capture(name: str, plans: int, instead: str) -> RuleError:
+    # Rule choose.compulsory: a card that has a plan must capture, whatever the action asks.
+    return RuleError(
+        Reason.MUST_CAPTURE,
+        f"Card {name} has a capture, so it cannot {instead}.",
+        card=name,
+        plans=plans,
+    )
+
+
 def _choose(action: Action, plans: tuple[Plan, ...]) -> Plan | None:
     """Return the plan the action selects, None for a trail, or refuse the action."""
     name = code(action.card)
@@ -265,12 +275,7 @@ def _choose(action: Action, plans: tuple[Plan, ...]) -> Plan | None:
         )
     if action.trail:
         if plans:
-            raise RuleError(
-                Reason.MUST_CAPTURE,
-                f"Card {name} has a capture, so it cannot be trailed.",
-                card=name,
-                plans=len(plans),
-            )
+            raise _must_capture(name, len(plans), "be trailed")
         return None
     if action.plan_id is not None:
         if 1 <= action.plan_id <= len(plans):
@@ -286,12 +291,7 @@ def _choose(action: Action, plans: tuple[Plan, ...]) -> Plan | None:
         wanted = mask_of(action.capture)
         if not action.capture:
             if plans:
-                raise RuleError(
-                    Reason.MUST_CAPTURE,
-                    f"Card {name} has a capture, so it cannot take nothing.",
-                    card=name,
-                    plans=len(plans),
-                )
+                raise _must_capture(name, len(plans), "take nothing")
             return None
         if wanted.bit_count() == len(action.capture):
             for plan in plans:

@@ -17,76 +17,6 @@ from engine.state import State, Status
 
 @shows_codes
 @dataclass(frozen=True, slots=True)
-class SeatView:
-    """One seat's observation of a match."""
-
-    seat: int
-    seq: int
-    hand_number: int
-    round_number: int
-    dealer: int
-    to_move: int | None
-    hand: tuple[Card, ...]
-    opponent_hand_size: int
-    floor: tuple[Card, ...]
-    deck_size: int
-    captured_counts: tuple[int, int]
-    basras: tuple[int, int]
-    totals: tuple[int, int]
-    carry: int
-    status: Status
-    winner: int | None
-    labels: tuple[str, str]
-    legal_moves: tuple[Move, ...]
-    """The seat's own legal moves when it is to move, otherwise empty."""
-    seed_commitment: bytes
-    """SHA-256 of the seed, fixed from the first deal so the seed can be checked later."""
-    seed: bytes | None
-    """The seed itself, revealed only once the match is over."""
-
-
-def _check_seat(seat: int) -> None:
-    if type(seat) is not int or seat not in SEATS:
-        raise RuleError(
-            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
-        )
-
-
-def seat_view(
-    state: State,
-    seat: int,
-    work_limit: int = DEFAULT_WORK_LIMIT,
-    generate: PlanGenerator = plans_for,
-) -> SeatView:
-    """Return what `seat` may see of `state`; `generate` makes the plans as in legal_moves."""
-    _check_seat(seat)
-    over = state.status is Status.OVER
-    return SeatView(
-        seat=seat,
-        seq=state.seq,
-        hand_number=state.hand_number,
-        round_number=state.round_number,
-        dealer=state.dealer,
-        to_move=state.to_move,
-        hand=state.hands[seat],
-        opponent_hand_size=len(state.hands[1 - seat]),
-        floor=state.floor,
-        deck_size=len(state.deck),
-        captured_counts=(len(state.captured[0]), len(state.captured[1])),
-        basras=state.basras,
-        totals=state.totals,
-        carry=state.carry,
-        status=state.status,
-        winner=state.winner,
-        labels=state.labels,
-        legal_moves=legal_moves(state, work_limit, generate) if state.to_move == seat else (),
-        seed_commitment=rng.commitment(state.seed),
-        seed=state.seed if over else None,
-    )
-
-
-@shows_codes
-@dataclass(frozen=True, slots=True)
 class PublicView:
     """What anybody may see of a match, without a seat: no hand card, no deck card."""
 
@@ -111,6 +41,25 @@ class PublicView:
     """The seed itself, revealed only once the match is over."""
 
 
+@shows_codes
+@dataclass(frozen=True, slots=True)
+class SeatView:
+    """One seat's observation of a match: what anybody sees, plus its own hand and moves."""
+
+    seat: int
+    public: PublicView
+    hand: tuple[Card, ...]
+    legal_moves: tuple[Move, ...]
+    """The seat's own legal moves when it is to move, otherwise empty."""
+
+
+def _check_seat(seat: int) -> None:
+    if type(seat) is not int or seat not in SEATS:
+        raise RuleError(
+            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
+        )
+
+
 def public_view(state: State) -> PublicView:
     """Return what anybody (a spectator) may see of `state`: a seat's view without its hand."""
     return PublicView(
@@ -131,6 +80,22 @@ def public_view(state: State) -> PublicView:
         labels=state.labels,
         seed_commitment=rng.commitment(state.seed),
         seed=state.seed if state.status is Status.OVER else None,
+    )
+
+
+def seat_view(
+    state: State,
+    seat: int,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+    generate: PlanGenerator = plans_for,
+) -> SeatView:
+    """Return what `seat` may see of `state`; `generate` makes the plans as in legal_moves."""
+    _check_seat(seat)
+    return SeatView(
+        seat=seat,
+        public=public_view(state),
+        hand=state.hands[seat],
+        legal_moves=legal_moves(state, work_limit, generate) if state.to_move == seat else (),
     )
 
 
@@ -166,7 +131,7 @@ class HiddenDeal:
 
 def _hiding_deals(events: tuple[Event, ...], shown: int | None) -> tuple[Event | HiddenDeal, ...]:
     # Cards dealt to a seat other than `shown` become their count; a visible event is passed on
-    # as the same object (service/convert.py reuses its encoding).
+    # as the same object (service/writing.py reuses its encoding).
     return tuple(
         HiddenDeal(e.seat, len(e.cards))
         if isinstance(e, CardsDealt) and e.seat is not None and e.seat != shown

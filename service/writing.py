@@ -531,11 +531,11 @@ def replay_response_bytes(
     )
 
 
-def _public_seat(view: SeatView | PublicView, seat: int, hand_size: int) -> bytes:
+def _public_seat(view: PublicView, seat: int) -> bytes:
     return b"".join(
         (
             text(PUBLIC_SEAT_LABEL, view.labels[seat]),
-            integer(PUBLIC_SEAT_HAND_SIZE, hand_size),
+            integer(PUBLIC_SEAT_HAND_SIZE, view.hand_sizes[seat]),
             integer(PUBLIC_SEAT_CAPTURED_COUNT, view.captured_counts[seat]),
             integer(PUBLIC_SEAT_BASRAS, view.basras[seat]),
             integer(PUBLIC_SEAT_TOTAL, view.totals[seat]),
@@ -548,33 +548,29 @@ _VIEW_HAND, _VIEW_FLOOR = _CARD_FIELDS[PLAYER_VIEW_HAND], _CARD_FIELDS[PLAYER_VI
 
 def view_bytes(view: SeatView) -> bytes:
     """The encoded basra.v1.PlayerView of one seat's view; legal moves only for the seat to move."""
-    hand_sizes = (
-        (len(view.hand), view.opponent_hand_size)
-        if view.seat == 0
-        else (view.opponent_hand_size, len(view.hand))
-    )
+    public = view.public
     moves = b""
-    if view.to_move == view.seat:
+    if public.to_move == view.seat:
         moves = message(PLAYER_VIEW_LEGAL_MOVES, moves_bytes(view.seat, view.legal_moves))
     return b"".join(
         (
             integer(PLAYER_VIEW_SEAT, view.seat),
-            integer(PLAYER_VIEW_SEQ, view.seq),
-            integer(PLAYER_VIEW_HAND_NUMBER, view.hand_number),
-            integer(PLAYER_VIEW_ROUND_NUMBER, view.round_number),
-            integer(PLAYER_VIEW_DEALER, view.dealer),
-            optional_int(PLAYER_VIEW_TO_MOVE, view.to_move),
+            integer(PLAYER_VIEW_SEQ, public.seq),
+            integer(PLAYER_VIEW_HAND_NUMBER, public.hand_number),
+            integer(PLAYER_VIEW_ROUND_NUMBER, public.round_number),
+            integer(PLAYER_VIEW_DEALER, public.dealer),
+            optional_int(PLAYER_VIEW_TO_MOVE, public.to_move),
             b"".join([_VIEW_HAND[c] for c in view.hand]),
-            b"".join([_VIEW_FLOOR[c] for c in view.floor]),
-            integer(PLAYER_VIEW_DECK_SIZE, view.deck_size),
-            message(PLAYER_VIEW_SEATS, _public_seat(view, 0, hand_sizes[0])),
-            message(PLAYER_VIEW_SEATS, _public_seat(view, 1, hand_sizes[1])),
-            integer(PLAYER_VIEW_CARRY, view.carry),
-            integer(PLAYER_VIEW_STATUS, PROTO_STATUS[view.status]),
-            optional_int(PLAYER_VIEW_WINNER, view.winner),
+            b"".join([_VIEW_FLOOR[c] for c in public.floor]),
+            integer(PLAYER_VIEW_DECK_SIZE, public.deck_size),
+            message(PLAYER_VIEW_SEATS, _public_seat(public, 0)),
+            message(PLAYER_VIEW_SEATS, _public_seat(public, 1)),
+            integer(PLAYER_VIEW_CARRY, public.carry),
+            integer(PLAYER_VIEW_STATUS, PROTO_STATUS[public.status]),
+            optional_int(PLAYER_VIEW_WINNER, public.winner),
             moves,
-            wire.data(PLAYER_VIEW_SEED_COMMITMENT, view.seed_commitment),
-            optional_data(PLAYER_VIEW_SEED, view.seed),
+            wire.data(PLAYER_VIEW_SEED_COMMITMENT, public.seed_commitment),
+            optional_data(PLAYER_VIEW_SEED, public.seed),
         )
     )
 
@@ -598,8 +594,8 @@ def public_view_bytes(view: PublicView) -> bytes:
             optional_int(PUBLIC_VIEW_TO_MOVE, view.to_move),
             b"".join([_PUBLIC_FLOOR[c] for c in view.floor]),
             integer(PUBLIC_VIEW_DECK_SIZE, view.deck_size),
-            message(PUBLIC_VIEW_SEATS, _public_seat(view, 0, view.hand_sizes[0])),
-            message(PUBLIC_VIEW_SEATS, _public_seat(view, 1, view.hand_sizes[1])),
+            message(PUBLIC_VIEW_SEATS, _public_seat(view, 0)),
+            message(PUBLIC_VIEW_SEATS, _public_seat(view, 1)),
             integer(PUBLIC_VIEW_CARRY, view.carry),
             integer(PUBLIC_VIEW_STATUS, PROTO_STATUS[view.status]),
             optional_int(PUBLIC_VIEW_WINNER, view.winner),

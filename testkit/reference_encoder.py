@@ -138,44 +138,8 @@ def event_message(event: engine.Event | engine.HiddenDeal) -> pb.Event:
     raise TypeError(f"unknown event type {type(event).__name__}")
 
 
-def view_message(view: engine.SeatView) -> pb.PlayerView:
-    """The PlayerView message of one seat's view; legal moves only when that seat is to move."""
-    mine, theirs = len(view.hand), view.opponent_hand_size
-    hand_sizes = (mine, theirs) if view.seat == 0 else (theirs, mine)
-    seats = [
-        pb.PublicSeat(
-            label=view.labels[s],
-            hand_size=hand_sizes[s],
-            captured_count=view.captured_counts[s],
-            basras=view.basras[s],
-            total=view.totals[s],
-        )
-        for s in (0, 1)
-    ]
-    message = pb.PlayerView(
-        seat=view.seat,
-        seq=view.seq,
-        hand_number=view.hand_number,
-        round_number=view.round_number,
-        dealer=view.dealer,
-        to_move=view.to_move,
-        hand=codes(view.hand),
-        floor=codes(view.floor),
-        deck_size=view.deck_size,
-        seats=seats,
-        carry=view.carry,
-        status=_STATUS[view.status],
-        winner=view.winner,
-        seed_commitment=view.seed_commitment,
-        seed=view.seed,
-    )
-    if view.to_move == view.seat:
-        message.legal_moves.CopyFrom(moves_message(view.seat, view.legal_moves))
-    return message
-
-
-def public_view_message(view: engine.PublicView) -> pb.PublicView:
-    """The PublicView message of what anybody may see."""
+def _public_fields(view: engine.PublicView) -> dict[str, Any]:
+    # The fields PlayerView and PublicView share, by name.
     seats = [
         pb.PublicSeat(
             label=view.labels[s],
@@ -186,21 +150,34 @@ def public_view_message(view: engine.PublicView) -> pb.PublicView:
         )
         for s in (0, 1)
     ]
-    return pb.PublicView(
-        seq=view.seq,
-        hand_number=view.hand_number,
-        round_number=view.round_number,
-        dealer=view.dealer,
-        to_move=view.to_move,
-        floor=codes(view.floor),
-        deck_size=view.deck_size,
-        seats=seats,
-        carry=view.carry,
-        status=_STATUS[view.status],
-        winner=view.winner,
-        seed_commitment=view.seed_commitment,
-        seed=view.seed,
-    )
+    return {
+        "seq": view.seq,
+        "hand_number": view.hand_number,
+        "round_number": view.round_number,
+        "dealer": view.dealer,
+        "to_move": view.to_move,
+        "floor": codes(view.floor),
+        "deck_size": view.deck_size,
+        "seats": seats,
+        "carry": view.carry,
+        "status": _STATUS[view.status],
+        "winner": view.winner,
+        "seed_commitment": view.seed_commitment,
+        "seed": view.seed,
+    }
+
+
+def view_message(view: engine.SeatView) -> pb.PlayerView:
+    """The PlayerView message of one seat's view; legal moves only when that seat is to move."""
+    message = pb.PlayerView(seat=view.seat, hand=codes(view.hand), **_public_fields(view.public))
+    if view.public.to_move == view.seat:
+        message.legal_moves.CopyFrom(moves_message(view.seat, view.legal_moves))
+    return message
+
+
+def public_view_message(view: engine.PublicView) -> pb.PublicView:
+    """The PublicView message of what anybody may see."""
+    return pb.PublicView(**_public_fields(view))
 
 
 def _checked(message: pb.State) -> engine.State:

@@ -103,6 +103,7 @@ def pages() -> list[Path]:
         REPO / "BENCHMARKS.md",
         REPO / "RELIABILITY.md",
         *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "docs" / "history").glob("*.md")),
     ]
 
 

@@ -102,10 +102,10 @@ MUTATIONS = (
         "boolean(PLAN_SWEEP, plan.basra)",
     ),
     Mutation(
-        "the view's hand sizes given to the wrong seats",
+        "the views' hand sizes given to the wrong seats",
         "writing",
-        "        if view.seat == 0\n",
-        "        if view.seat == 1\n",
+        "integer(PUBLIC_SEAT_HAND_SIZE, view.hand_sizes[seat])",
+        "integer(PUBLIC_SEAT_HAND_SIZE, view.hand_sizes[1 - seat])",
     ),
     Mutation(
         "the final totals reversed in MatchOver",

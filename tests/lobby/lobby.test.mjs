@@ -168,7 +168,7 @@ describe('the example lobby in a browser', () => {
 
     const watcher = await context.newPage();
     const spectatorMessages = await received(watcher);
-    await watcher.goto(`${lobbyUrl}watch.html?match=${match}`);
+    await watcher.goto(`${lobbyUrl}table.html?match=${match}`);
     // Chromium paces a background tab's frames, which slows every click there: the table in front.
     await page.bringToFront();
 

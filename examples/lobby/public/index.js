@@ -39,7 +39,7 @@ async function refresh() {
     ...matches.map((match) => {
       const item = document.createElement('li');
       const link = document.createElement('a');
-      link.href = `watch.html?match=${match.id}`;
+      link.href = `table.html?match=${match.id}`;
       link.textContent = 'watch';
       const over = match.status === 'STATUS_OVER' ? ', over' : '';
       item.append(`${match.labels.join(' vs ')} (move ${match.seq}${over}) `, link);

@@ -1,5 +1,5 @@
 // The table: a seat's page (table.html?match=ID&seat=N&token=T) or a spectator's
-// (watch.html?match=ID). Everything shown comes from the lobby's updates: the view it got from
+// (table.html?match=ID, no seat). Everything shown comes from the lobby's updates: the view it got from
 // PlayerView for this seat (or the public view for spectators) and the events this audience
 // may see.
 
@@ -10,6 +10,7 @@ const matchId = params.get('match');
 const seat = params.has('seat') ? Number(params.get('seat')) : null;
 const token = params.get('token');
 const $ = (id) => document.getElementById(id);
+if (seat === null) document.title = 'Basra: watching a match';
 
 let view = null;
 let deadline = null;
