@@ -79,8 +79,10 @@ SHORT_LOAD = ("-n", "300")
 SHORT_DEFAULTS = ("--runs", "1", "--rounds", "1", "--calls", "200")
 SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
 # One overload phase pair, one server, one RPC: the program runs end to end in about 20 s.
-SHORT_OVERLOAD = ("--variants", "sync", "--rpcs", "Apply", "--runs", "1", "--seconds", "1")
-SHORT_OVERLOAD += ("--factors", "4")
+SHORT_OVERLOAD = (
+    *("--variants", "sync", "--rpcs", "Apply"),
+    *("--runs", "1", "--seconds", "1", "--factors", "4"),
+)
 OVERLOAD_AGAIN = (
     "benchmarks.overload again (minutes of both cores); its first command runs, shortened"
 )
