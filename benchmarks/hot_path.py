@@ -60,8 +60,10 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any, NamedTuple, TextIO
 
+from benchmarks.measure import scratch
+
 # Multiprocess mode, as every worker runs it: set before prometheus-client is imported.
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="basra-hot-"))
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", scratch("basra-hot-"))
 
 import grpc
 from basra.v1 import rules_pb2 as pb
@@ -100,6 +102,9 @@ class _Context:
 
     def code(self) -> None:
         return None
+
+    def is_active(self) -> bool:
+        return True
 
     def trailing_metadata(self) -> tuple[()]:
         return ()
@@ -367,7 +372,7 @@ def timed(rows: Sequence[Row], repeats: int) -> dict[str, list[float]]:
 def measure_here(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """Measure this checkout's rows; print a markdown table."""
     started = now()
-    logs = Path(tempfile.mkdtemp(prefix="basra-hot-logs-")) / "calls.log"
+    logs = Path(scratch("basra-hot-logs-")) / "calls.log"
     served = _serving(logs)
     if args.tracing:
         rows, stop = tracing_rows(served)

@@ -8,12 +8,15 @@ when asked, the run's figures as JSON with the machine and software versions bes
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +25,13 @@ from typing import Any, TypeVar
 import grpc
 
 T = TypeVar("T")
+
+
+def scratch(prefix: str) -> str:
+    """A new directory of this run's own, removed when the process exits."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def now() -> datetime.datetime:

@@ -5,6 +5,12 @@ so the same runs can be made with either tool. It resolves the called method thr
 reflection (as ghz does when given no .proto), or from the generated basra.v1 code when the
 server has reflection off. Requests are encoded once up front and sent as raw bytes, and
 responses are not decoded, so the generator spends as little of a shared CPU as it can.
+
+It speaks plaintext, TLS or mutual TLS (ghz's insecure/cacert/cert/key/cname keys, or the
+TLS flags of clients/channels.py), and against a server that signs states it seals each
+request's state with the same keys (--signing-keys, --signing-keys-file or their BASRA_*
+variables, as `serve` takes them), since the states of the data files were never returned by
+that server.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -26,12 +33,17 @@ import grpc
 from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.message import Message
 
+from clients import channels
+from clients.channels import ClientTLS
+from service.signing import Keyring, SigningConfigError, load_keys
+from service.tls import TLSConfigError
+
 PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
 HISTOGRAM_BUCKETS = 10
 HISTOGRAM_BAR = 40
 
-# ghz keys this generator honours, and keys that only shape ghz's own output or TLS setup and
-# can be ignored without changing what load is sent. Anything else is refused, so a config that
+# ghz keys this generator honours, and keys that only shape ghz's own output and can be
+# ignored without changing what load is sent. Anything else is refused, so a config that
 # relies on a ghz feature this generator lacks never runs silently with different load.
 _HONOURED = frozenset(
     {
@@ -51,6 +63,10 @@ _HONOURED = frozenset(
         "skipFirst",
         "connect-timeout",
         "name",
+        "cacert",
+        "cert",
+        "key",
+        "cname",
     }
 )
 _IGNORED = frozenset(
@@ -118,6 +134,8 @@ class LoadConfig:
     data: tuple[Mapping[str, Any], ...] = ({},)
     metadata: tuple[tuple[str, str], ...] = ()
     name: str = ""
+    tls: ClientTLS | None = None
+    """TLS (and mutual TLS) as ghz's insecure/cacert/cert/key/cname give it; None: plaintext."""
 
     @property
     def path(self) -> str:
@@ -164,17 +182,21 @@ def find_data_file(name: str, config_dir: Path) -> Path:
     raise ConfigError(f"data-file {name!r} not found (from the working directory or the config)")
 
 
-def config_from_dict(raw: Mapping[str, Any], config_dir: Path = Path()) -> LoadConfig:
-    """Build a LoadConfig from the keys of a ghz JSON config."""
+def config_from_dict(
+    raw: Mapping[str, Any], config_dir: Path = Path(), host: str | None = None
+) -> LoadConfig:
+    """Build a LoadConfig from the keys of a ghz JSON config; `host` (--host) wins over the
+    config's own and stands in for it when the config has none."""
     unknown = sorted(set(raw) - _HONOURED - _IGNORED)
     if unknown:
         raise ConfigError(f"ghz options not supported by this load generator: {unknown}")
     service, method = split_call(raw.get("call"))
-    host = raw.get("host")
+    host = host or raw.get("host")
     if not isinstance(host, str) or ":" not in host:
-        raise ConfigError("'host' must be 'address:port', e.g. 127.0.0.1:50051")
-    if raw.get("insecure", True) is not True:
-        raise ConfigError("only plaintext is supported: set 'insecure' to true (TLS: use ghz)")
+        raise ConfigError(
+            "'host' must be 'address:port', e.g. 127.0.0.1:50051 (in the config or --host)"
+        )
+    tls = _tls_of(raw)
     if "data" in raw and "data-file" in raw:
         raise ConfigError("give 'data' or 'data-file', not both")
     data: tuple[Mapping[str, Any], ...] = ({},)
@@ -213,22 +235,41 @@ def config_from_dict(raw: Mapping[str, Any], config_dir: Path = Path()) -> LoadC
         data=data,
         metadata=tuple(sorted((k.lower(), v) for k, v in metadata.items())),
         name=str(raw.get("name", "")),
+        tls=tls,
     )
 
 
-def load_config(path: Path) -> LoadConfig:
-    """Read a ghz JSON config file."""
+def _tls_of(raw: Mapping[str, Any]) -> ClientTLS | None:
+    """TLS as ghz's keys ask: `insecure` false or a `cacert`/`cert`/`key`/`cname` means TLS.
+    A config without `insecure` and those keys is plaintext here (ghz would speak TLS)."""
+    if raw.get("skipTLS"):
+        raise ConfigError("'skipTLS' (no check of the server's certificate) is not supported")
+    files = [raw.get(k) for k in ("cacert", "cert", "key", "cname")]
+    if not all(v is None or isinstance(v, str) for v in files):
+        raise ConfigError("'cacert', 'cert', 'key' and 'cname' must be strings")
+    insecure = raw.get("insecure", all(v is None for v in files))
+    if not isinstance(insecure, bool):
+        raise ConfigError(f"'insecure' must be true or false, not {insecure!r}")
+    if insecure:
+        if any(v is not None for v in files):
+            raise ConfigError("'insecure' true with TLS files: set it false, or drop the files")
+        return None
+    return ClientTLS(*files)
+
+
+def load_config(path: Path, host: str | None = None) -> LoadConfig:
+    """Read a ghz JSON config file (`host`: --host, which wins over the config's)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a JSON object")
-    return config_from_dict(raw, path.parent)
+    return config_from_dict(raw, path.parent, host)
 
 
 def request_class(
-    host: str, service: str, method: str, use_reflection: bool = True
+    host: str, service: str, method: str, use_reflection: bool = True, tls: ClientTLS | None = None
 ) -> type[Message]:
     """Return the request message class of a method, from server reflection or local code."""
     full = f"{service}.{method}"
@@ -237,7 +278,7 @@ def request_class(
             ProtoReflectionDescriptorDatabase,
         )
 
-        with grpc.insecure_channel(host) as channel:
+        with channels.channel(host, tls) as channel:
             pool = descriptor_pool.DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
             try:
                 # By service: the upb pool does not look a lone method up in its database.
@@ -273,6 +314,28 @@ def encode_requests(cls: type[Message], items: Iterable[Mapping[str, Any]]) -> t
             name = cls.DESCRIPTOR.full_name
             raise ConfigError(f"data item {index} is not a valid {name}: {exc}") from exc
     return tuple(encoded)
+
+
+def seal_states(
+    cls: type[Message], requests: Sequence[bytes], keyring: Keyring
+) -> tuple[bytes, ...]:
+    """Move each request's plain `state` into a `signed_state` sealed with the keyring's first
+    key, as a server with those keys seals the states it returns (requests without one, or
+    of a type without `signed_state`, are left as they are)."""
+    if "signed_state" not in cls.DESCRIPTOR.fields_by_name:
+        return tuple(requests)
+    sealed = []
+    for data in requests:
+        request: Any = cls.FromString(data)
+        if request.HasField("state"):
+            state = request.state.SerializeToString()
+            key_id, signature = keyring.sign(state)
+            request.ClearField("state")
+            request.signed_state.state = state
+            request.signed_state.key_id = key_id
+            request.signed_state.signature = signature
+        sealed.append(request.SerializeToString())
+    return tuple(sealed)
 
 
 def go_code_name(code: grpc.StatusCode) -> str:
@@ -410,19 +473,19 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
     # A local subchannel pool per channel: otherwise grpc shares one TCP connection between
     # channels with equal arguments, and SO_REUSEPORT spreads connections, not calls.
     options = [("grpc.use_local_subchannel_pool", 1)]
-    channels = [
-        grpc.aio.insecure_channel(config.host, options=options) for _ in range(config.connections)
+    opened = [
+        channels.aio_channel(config.host, config.tls, options) for _ in range(config.connections)
     ]
     try:
         try:
             await asyncio.wait_for(
-                asyncio.gather(*(ch.channel_ready() for ch in channels)), config.connect_timeout
+                asyncio.gather(*(ch.channel_ready() for ch in opened)), config.connect_timeout
             )
         except TimeoutError:
             raise ConnectionError(
                 f"cannot connect to {config.host} within {config.connect_timeout:g} s"
             ) from None
-        calls = [ch.unary_unary(config.path, None, None) for ch in channels]
+        calls = [ch.unary_unary(config.path, None, None) for ch in opened]
         counts = _RunCounts()
         metadata = config.metadata or None
         start = time.perf_counter_ns()
@@ -473,7 +536,7 @@ async def run_load(config: LoadConfig, requests: Sequence[bytes]) -> Report:
             name=config.name,
         )
     finally:
-        for channel in channels:
+        for channel in opened:
             await channel.close(None)
 
 
@@ -482,6 +545,9 @@ def apply_overrides(config: LoadConfig, args: argparse.Namespace) -> LoadConfig:
     changes: dict[str, Any] = {}
     if args.host:
         changes["host"] = args.host
+    tls = channels.from_args(args)
+    if tls is not None:
+        changes["tls"] = tls.over(config.tls)
     for name in ("total", "concurrency", "connections", "rps"):
         value = getattr(args, name)
         if value is not None:
@@ -510,16 +576,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="take the request type from the generated basra.v1 code instead of reflection",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    channels.add_arguments(parser)
+    parser.add_argument(
+        "--signing-keys",
+        metavar="KEYS",
+        default=None,
+        help="seal each request's state with the first of these keys 'kid:base64key,...', as "
+        "a server with them would (default: BASRA_SIGNING_KEYS; prefer the variable or the "
+        "file: flags show in process lists)",
+    )
+    parser.add_argument(
+        "--signing-keys-file",
+        metavar="FILE",
+        default=None,
+        help="file holding the keys in the same form (default: BASRA_SIGNING_KEYS_FILE)",
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the `load` subcommand; return the process exit code."""
     try:
-        config = apply_overrides(load_config(args.config), args)
-        cls = request_class(config.host, config.service, config.method, args.reflection)
+        config = apply_overrides(load_config(args.config, args.host), args)
+        keyring = load_keys(
+            args.signing_keys or os.environ.get("BASRA_SIGNING_KEYS") or None,
+            args.signing_keys_file or os.environ.get("BASRA_SIGNING_KEYS_FILE") or None,
+        )
+        cls = request_class(config.host, config.service, config.method, args.reflection, config.tls)
         requests = encode_requests(cls, config.data)
+        if keyring is not None:
+            requests = seal_states(cls, requests, keyring)
         report = asyncio.run(run_load(config, requests))
-    except (ConfigError, OSError, TimeoutError) as exc:
+    except (ConfigError, SigningConfigError, TLSConfigError, OSError, TimeoutError) as exc:
         print(f"basra-rules load: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -3,6 +3,8 @@
 A demonstration client: it only speaks the public contract (NewMatch, then, for the seat to
 move, SuggestMove at that seat's level and Apply of its action with expected_seq, until the
 match is over, then PlayerView for the revealed seed) and prints what happens in plain words.
+Each state goes back as it came: the signed_state when the server signs. It speaks plaintext,
+TLS or mutual TLS (clients/channels.py).
 With --record it also writes what seat 0's player keeps, the record that `basra-rules verify`
 checks.
 """
@@ -26,7 +28,9 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from clients import channels
 from clients.refusals import reason_of
+from service.tls import TLSConfigError
 
 # A match ends after a handful of hands (48 plays each); this only stops a runaway loop.
 MAX_ACTIONS = 20_000
@@ -148,23 +152,36 @@ def play(
             if line is not None:
                 print(line, file=out)
         state: pb.State = result.state
+        carried = _carried(result)
         if state.status == pb.STATUS_OVER:
-            _reveal(stub, state, kept, out, timeout)
+            _reveal(stub, carried, kept, out, timeout)
             return state
         seat = state.to_move
-        asked = pb.SuggestMoveRequest(state=state, seat=seat, level=bots[seat])
+        asked = pb.SuggestMoveRequest(**carried, seat=seat, level=bots[seat])
         action = call(stub.SuggestMove, asked).action
-        request = pb.ApplyRequest(state=state, action=action, expected_seq=state.seq)
+        request = pb.ApplyRequest(**carried, action=action, expected_seq=state.seq)
         result = call(stub.Apply, request)
         kept.actions.append(action)
     raise RuntimeError(f"the match did not end within {MAX_ACTIONS} actions")
 
 
+def _carried(result: pb.NewMatchResponse | pb.ApplyResponse) -> dict[str, Any]:
+    """The state to send next, as the answer gave it: its signed_state when the server signs
+    (sent back unchanged), else its plain state."""
+    if result.HasField("signed_state"):
+        return {"signed_state": result.signed_state}
+    return {"state": result.state}
+
+
 def _reveal(
-    stub: rules_pb2_grpc.RulesServiceStub, state: pb.State, kept: Kept, out: TextIO, timeout: float
+    stub: rules_pb2_grpc.RulesServiceStub,
+    carried: dict[str, Any],
+    kept: Kept,
+    out: TextIO,
+    timeout: float,
 ) -> None:
     """Read the revealed seed from the seat's PlayerView and print it against the commitment."""
-    request = pb.PlayerViewRequest(state=state, seat=kept.seat)
+    request = pb.PlayerViewRequest(**carried, seat=kept.seat)
     kept.seed = stub.PlayerView(request, timeout=timeout).view.seed
     honest = hashlib.sha256(kept.seed).digest() == kept.commitment
     verdict = "is" if honest else "is NOT"
@@ -188,6 +205,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--names", nargs=2, default=None, metavar="NAME", help="default: the levels' names"
     )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per call")
+    channels.add_arguments(parser)
     parser.add_argument(
         "--record",
         metavar="FILE",
@@ -206,7 +224,12 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     if names[0] == names[1]:
         names = [f"{names[0]} {seat}" for seat in (0, 1)]
     bots = (BOT_LEVEL_BY_NAME[args.bots[0]], BOT_LEVEL_BY_NAME[args.bots[1]])
-    with grpc.insecure_channel(args.target) as channel:
+    try:
+        channel = channels.channel(args.target, channels.from_args(args))
+    except TLSConfigError as error:
+        print(f"basra-rules play: {error}", file=sys.stderr)
+        return 2
+    with channel:
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
         kept = Kept()
         try:

@@ -224,6 +224,12 @@ class Config:
     signing_keys_file: str | None = setting(
         None, Text(), "file holding the signing keys in the same form", unset="none, signing off"
     )
+    signing_accept_unsigned: bool = setting(
+        False,
+        Boolean(),
+        "with signing keys, also accept unsigned states: the migration window of turning "
+        "signing on or off",
+    )
     tls_cert: str | None = setting(
         None, Text(), "PEM certificate chain for TLS on the gRPC port", unset="none, plaintext"
     )

@@ -95,6 +95,10 @@ def _no_suggestion_observation(suggestion: bot.Suggestion, seconds: float) -> No
     """Default SuggestMove observer: record nothing."""
 
 
+def _no_seal_observation(key_id: str) -> None:
+    """Default observer of the seals of states received: record nothing."""
+
+
 def _draw_seed() -> bytes:
     """Draw a fresh random seed for a match whose caller sent none."""
     return secrets.token_bytes(DRAWN_SEED_BYTES)
@@ -140,6 +144,13 @@ class Handlers:
     draw_seed: Callable[[], bytes] = _draw_seed
     keyring: Keyring | None = None
     """Signing keys: when set, states go out sealed and must come back sealed."""
+    accept_unsigned: bool = False
+    """With keys, also take states that come unsigned (the migration window of turning
+    signing on or off); a sealed state must still carry a valid seal."""
+    observe_seal: Callable[[str], None] = _no_seal_observation
+    """With keys, called for each state taken with the id of the key that sealed it, "" for an
+    unsigned one taken in the window (metrics: when the old form stops coming, the next step of
+    a migration or a key rotation is safe)."""
     search_clock: SearchClock | None = None
     """The running estimate of a search's time: SuggestMove refuses a search that the time
     its caller has left cannot cover (None: never)."""
@@ -334,20 +345,24 @@ class Handlers:
         plain, sealed = request.HasField("state"), request.HasField("signed_state")
         if self.keyring is not None:
             # Checked before anything reads the state: a bad seal never reaches the engine.
-            if plain or not sealed:
+            if self.accept_unsigned and _unsigned(request, plain, sealed):
+                self.observe_seal("")
+            elif plain or not sealed:
                 raise errors.refusal(
                     ServiceReason.BAD_SIGNATURE,
                     "This server signs states: send the signed_state it returned, unchanged, "
                     "and no plain state.",
                     field="signed_state",
                 )
-            seal = request.signed_state
-            if not self.keyring.verify(seal.key_id, seal.state, seal.signature):
-                raise errors.refusal(
-                    ServiceReason.BAD_SIGNATURE,
-                    "The signed state does not carry a valid signature of a current key.",
-                    key_id=seal.key_id[:64],
-                )
+            else:
+                seal = request.signed_state
+                if not self.keyring.verify(seal.key_id, seal.state, seal.signature):
+                    raise errors.refusal(
+                        ServiceReason.BAD_SIGNATURE,
+                        "The signed state does not carry a valid signature of a current key.",
+                        key_id=seal.key_id[:64],
+                    )
+                self.observe_seal(seal.key_id)
         elif plain and sealed:
             raise errors.refusal(
                 engine.Reason.INVALID_STATE,
@@ -397,6 +412,20 @@ class Handlers:
             commitment(state.seed),
             self._seal(encoded),
         )
+
+
+def _unsigned(
+    request: pb.ApplyRequest | pb.LegalMovesRequest | pb.PlayerViewRequest | pb.SuggestMoveRequest,
+    plain: bool,
+    sealed: bool,
+) -> bool:
+    """Whether a request carries its state unsigned, and only so: as a plain state, or in a
+    SignedState with neither key id nor signature (what a client that wraps every state sends
+    for one that came unsigned)."""
+    if plain:
+        return not sealed
+    seal = request.signed_state
+    return sealed and not seal.key_id and not seal.signature
 
 
 def _labels(labels: Iterable[str]) -> tuple[str, str]:

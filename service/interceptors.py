@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 from service import errors
+from service.grace import Grace, expired, seen_by_client
 from service.handlers import Answer
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
@@ -104,6 +105,8 @@ class CallObserver:
     metrics: Tally | None
     logger: Logger
     tracing: Tracing | None = None
+    grace: Grace = field(default_factory=Grace)
+    """The server's grace, begun by its stop: calls it cuts are recorded as UNAVAILABLE."""
 
     def method(self, kind: CallKind) -> MethodObserver:
         """The observer of one method's calls (build it once per method, not per call)."""
@@ -232,25 +235,36 @@ class _Wrapped:
         return wrapped
 
 
-class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Sync-server interceptor feeding a CallObserver."""
+class _Observing:
+    """What both servers' interceptors share: the observer, and each method's wrapped handler."""
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
         self._wrapped = _Wrapped()
 
-    def intercept_service(
-        self, continuation: Callable[[Any], Handler], handler_call_details: Any
-    ) -> Handler:
-        """Wrap the method's behaviour so that its outcome is observed."""
-        handler = continuation(handler_call_details)
+    def _observing(self, handler: Handler, handler_call_details: Any) -> Handler:
+        """The method's handler wrapped (once per method) so that its outcome is observed."""
         if handler is None:
             return None
         method = handler_call_details.method
         return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
 
     def _observed(self, method: str, handler: Handler) -> Handler:
+        raise NotImplementedError
+
+
+class ObservingInterceptor(_Observing, grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Sync-server interceptor feeding a CallObserver."""
+
+    def intercept_service(
+        self, continuation: Callable[[Any], Handler], handler_call_details: Any
+    ) -> Handler:
+        """Wrap the method's behaviour so that its outcome is observed."""
+        return self._observing(continuation(handler_call_details), handler_call_details)
+
+    def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
+        grace = self._observer.grace
         inner = _behaviour(handler)
         if not handler.response_streaming:
 
@@ -262,7 +276,12 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                     failed = False
                     return response
                 finally:
-                    code = _code_of(context, failed)
+                    # Ended already (deadline, client gone, cut at the end of the grace):
+                    # its client saw that, not what the handler made.
+                    if context.is_active():
+                        code = _code_of(context, failed)
+                    else:
+                        code = seen_by_client(context, grace)
                     observer.finished(start, context, code, (request, response))
 
             return _rebuild(handler, single)
@@ -280,12 +299,8 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         return _rebuild(handler, stream)
 
 
-class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+class AsyncObservingInterceptor(_Observing, grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
     """Asyncio-server interceptor feeding a CallObserver."""
-
-    def __init__(self, observer: CallObserver) -> None:
-        self._observer = observer
-        self._wrapped = _Wrapped()
 
     async def intercept_service(
         self,
@@ -293,14 +308,11 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
         handler_call_details: Any,
     ) -> Handler:
         """Wrap the method's behaviour so that its outcome is observed."""
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
-        return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
+        return self._observing(await continuation(handler_call_details), handler_call_details)
 
     def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
+        grace = self._observer.grace
         inner = _behaviour(handler)
         if inspect.isasyncgenfunction(inner):
 
@@ -328,7 +340,11 @@ class AsyncObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[typ
                 failed = False
                 return response
             finally:
-                code = _stream_code(context, failed, context.cancelled())
+                cancelled = context.cancelled()
+                if cancelled or expired(context):  # its client saw that, not the answer
+                    code = seen_by_client(context, grace)
+                else:
+                    code = _stream_code(context, failed, cancelled)
                 exchange = (None, None) if streaming else (request, response)
                 observer.finished(start, context, code, exchange)
 

@@ -91,6 +91,7 @@ class Metrics:
     handled: Counter
     handling_seconds: Histogram
     refusals: Counter
+    seals: Counter
     suggest_seconds: Histogram
     suggest_deals: Histogram
     suggest_nodes: Histogram
@@ -132,6 +133,13 @@ class Metrics:
                 "basra_refusals_total",
                 "Refused calls by the reason given in their ErrorInfo.",
                 ("grpc_method", "reason"),
+                registry=registry,
+            ),
+            seals=Counter(
+                "basra_states_received_total",
+                "States a server that signs took, by the id of the key that sealed them; "
+                'key_id="" counts unsigned ones taken in the migration window.',
+                ("key_id",),
                 registry=registry,
             ),
             suggest_seconds=Histogram(
@@ -202,6 +210,7 @@ class Tally:
         self._lock = threading.Lock()
         self._methods: dict[tuple[str, str, str], MethodTally] = {}
         self._refusals: dict[tuple[str, str], int] = {}
+        self._seals: dict[str, int] = {}
         self._plan_buckets = [0] * (len(PLAN_BUCKETS) + 1)
         self._plan_seconds = 0.0
         # Per level: for the seconds, the deals and the nodes, bucket counts and a sum.
@@ -237,6 +246,11 @@ class Tally:
             if reason is not None:
                 key = (method.labels[2], reason)
                 self._refusals[key] = self._refusals.get(key, 0) + 1
+
+    def observe_seal(self, key_id: str) -> None:
+        """Count one state taken by a server that signs, by its key id ("": unsigned)."""
+        with self._lock:
+            self._seals[key_id] = self._seals.get(key_id, 0) + 1
 
     def observe_plan(self, seconds: float) -> None:
         """Count one plan generation that took `seconds`."""
@@ -277,6 +291,7 @@ class Tally:
                     m.started, m.handled, m.seconds = 0, {}, 0.0
                     m.buckets = [0] * len(m.buckets)
                 refusals, self._refusals = self._refusals, {}
+                seals, self._seals = self._seals, {}
                 plans = (self._plan_buckets, self._plan_seconds)
                 self._plan_buckets = [0] * len(self._plan_buckets)
                 self._plan_seconds = 0.0
@@ -298,6 +313,8 @@ class Tally:
                     _add_to_histogram(family.handling_seconds.labels(*labels), buckets, seconds)
             for (method, reason), count in refusals.items():
                 family.refusals.labels(method, reason).inc(count)
+            for key_id, count in seals.items():
+                family.seals.labels(key_id).inc(count)
             if any(plans[0]):
                 _add_to_histogram(family.plan_seconds, *plans)
             for level, tallies in suggestions.items():

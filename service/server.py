@@ -6,6 +6,8 @@ every service before it stops accepting calls and lets in-flight calls finish wi
 
 from __future__ import annotations
 
+import threading
+from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,7 @@ from service import reflection
 from service.admission import Admission, AdmissionInterceptor, AsyncAdmissionInterceptor
 from service.config import Config
 from service.deadlines import SearchClock
+from service.grace import Grace
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
 from service.metrics import Tally
@@ -96,13 +99,16 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
     clock = SearchClock()
+    window = config.signing_accept_unsigned
     if metrics is None:
-        return Handlers(limits, keyring=keyring, search_clock=clock)
+        return Handlers(limits, keyring=keyring, accept_unsigned=window, search_clock=clock)
     return Handlers(
         limits,
         observe_plan_seconds=metrics.observe_plan,
         observe_suggestion=metrics.observe_suggestion,
         keyring=keyring,
+        accept_unsigned=window,
+        observe_seal=metrics.observe_seal,
         search_clock=clock,
     )
 
@@ -138,13 +144,22 @@ def _bind(server: Any, address: str, config: Config) -> int:
     return port
 
 
+# After grpc's stop returns, how long handlers still running (their calls cut at the end of
+# the grace) may take to finish by default, so that their log lines and counts come before a
+# worker's last flush (a worker gives them what its supervisor's margin leaves: workers.py).
+HANDLERS_SECONDS = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class SyncServer:
-    """A built thread-pool server, its health servicer, its bound port and its admission."""
+    """A built thread-pool server, its health servicer, its bound port, its handlers' threads,
+    its grace and its admission."""
 
     server: grpc.Server
     health: health.HealthServicer
     port: int
+    executor: futures.ThreadPoolExecutor
+    grace: Grace
     admission: AdmissionInterceptor
 
     def start(self) -> None:
@@ -153,10 +168,15 @@ class SyncServer:
         for name in HEALTH_NAMES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
-    def stop(self, grace: float) -> None:
-        """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
+    def stop(self, grace: float, handlers_seconds: float = HANDLERS_SECONDS) -> None:
+        """Report NOT_SERVING for every service, then stop, letting calls finish within grace;
+        then give the handlers of calls cut at its end up to `handlers_seconds` to finish."""
         self.health.enter_graceful_shutdown()
+        self.grace.begin(grace)
         self.server.stop(grace).wait()
+        waiting = threading.Thread(target=self.executor.shutdown, name="rpc-wait", daemon=True)
+        waiting.start()
+        waiting.join(handlers_seconds)
         self.admission.stop()
 
 
@@ -178,11 +198,8 @@ def build_sync(
         admission, observer.metrics, observer.logger, SYNC_THREADS, observe_wait
     )
     interceptors.insert(0, admitting)
-    server = grpc.server(
-        admitting.pool,
-        interceptors=interceptors,
-        options=grpc_options(config),
-    )
+    executor = admitting.pool
+    server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     add_to_server(RulesServicer(handlers), server, config.max_message_bytes)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
@@ -192,16 +209,17 @@ def build_sync(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return SyncServer(server, health_servicer, bound, admitting)
+    return SyncServer(server, health_servicer, bound, executor, observer.grace, admitting)
 
 
 @dataclass(frozen=True, slots=True)
 class AsyncServer:
-    """A built asyncio server, its health servicer and its bound port."""
+    """A built asyncio server, its health servicer, its bound port and its grace."""
 
     server: grpc.aio.Server
     health: health_aio.HealthServicer
     port: int
+    grace: Grace
     admission: AsyncAdmissionInterceptor
 
     async def start(self) -> None:
@@ -213,6 +231,7 @@ class AsyncServer:
     async def stop(self, grace: float) -> None:
         """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
         await self.health.enter_graceful_shutdown()
+        self.grace.begin(grace)
         await self.server.stop(grace)
 
 
@@ -242,4 +261,4 @@ async def build_async(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return AsyncServer(server, health_servicer, bound, admitting)
+    return AsyncServer(server, health_servicer, bound, observer.grace, admitting)

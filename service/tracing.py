@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import (
+    NoOpTracer,
     Span,
     Status,
     StatusCode,
@@ -165,6 +166,9 @@ class Tracing:
     def __init__(self, provider: SdkTracerProvider) -> None:
         self.provider = provider
         self._instrumented = _Provider(provider)
+        # With OTEL_SDK_DISABLED=true the SDK hands out tracers that make no span: the span a
+        # call sees is then the caller's, from its traceparent, and nothing is exported.
+        self.exporting = not isinstance(provider.get_tracer(__name__), NoOpTracer)
 
     @classmethod
     def start(cls, logger: Logger, processor: SpanProcessor | None = None) -> Tracing:
@@ -178,7 +182,14 @@ class Tracing:
         # flushes at its own stop, within a bound, instead of at interpreter exit.
         provider = SdkTracerProvider(resource=resource(), shutdown_on_exit=False)
         provider.add_span_processor(processor or BatchSpanProcessor(OTLPSpanExporter()))
-        return cls(provider)
+        tracing = cls(provider)
+        if not tracing.exporting:
+            logger.warning(
+                "tracing",
+                message="OTEL_SDK_DISABLED is true: no span is made or sent; log lines carry "
+                "the caller's trace_id alone",
+            )
+        return tracing
 
     def interceptor(self) -> Any:
         """The instrumentation's interceptor for a sync server (RulesService calls only)."""
@@ -194,13 +205,18 @@ class Tracing:
         The facts are the code, reason, seq and seat the interceptor logs (so the span follows
         the log's rule: no card, no deck, no seed); they are set whether or not the line is
         written at the configured level. The ids are W3C hex: `trace_id` (32 digits), `span_id`
-        (16 digits), and `trace_sampled`, whether the span is recorded and exported.
+        (16 digits), and `trace_sampled`, whether the span is recorded and exported. With the
+        SDK disabled there is no span of the server's: the line gets the caller's `trace_id`
+        alone, and claims no span id and no sampling.
         """
+        exporting = self.exporting
 
         def record(event: str, **fields: Any) -> None:
             span = get_current_span()
             context = span.get_span_context()
-            if context.is_valid:
+            if context.is_valid and not exporting:
+                fields["trace_id"] = format(context.trace_id, "032x")
+            elif context.is_valid:
                 if span.is_recording():
                     code = _CODES[fields["code"]]
                     attributes = {STATUS_CODE_ATTRIBUTE: code.value[0]}

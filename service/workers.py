@@ -39,6 +39,11 @@ STARTUP_SECONDS = 60.0
 POLL_SECONDS = 0.25
 # Beyond the grace, how long the parent waits for a worker before killing it.
 EXIT_MARGIN_SECONDS = 5.0
+# Of that margin, what a sync worker gives the handlers of calls cut at the end of the grace
+# to finish (so that their log lines and counts are written); a traced worker keeps 3 s of it
+# to send its last spans (tracing.FLUSH_SECONDS).
+HANDLERS_SECONDS = 4.0
+HANDLERS_SECONDS_TRACED = 1.0
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
@@ -120,7 +125,9 @@ def _serve_sync(
             logger.warning("parent gone, stopping")
             break
     logger.info("worker stopping", grace_seconds=config.grace_seconds)
-    server.stop(config.grace_seconds)
+    server.stop(
+        config.grace_seconds, HANDLERS_SECONDS_TRACED if config.tracing else HANDLERS_SECONDS
+    )
     logger.info("worker stopped")
 
 
@@ -199,17 +206,6 @@ def _signal_all(workers: dict[int, Worker], signum: int) -> None:
 
 def supervise(config: Config, logger: Logger) -> int:
     """Run the workers until SIGTERM/SIGINT; return the process exit code."""
-    own_dir = config.metrics_dir is None
-    try:
-        directory = metrics.prepare_directory(config.metrics_dir)
-    except OSError as error:
-        logger.error(
-            "cannot use the metrics directory",
-            metrics_dir=config.metrics_dir or "(a new temporary directory)",
-            error=metrics.describe_os_error(error),
-        )
-        return 1
-    metrics.enable_multiprocess(directory)
     workers: dict[int, Worker] = {}
     stopping = threading.Event()
 
@@ -224,6 +220,20 @@ def supervise(config: Config, logger: Logger) -> int:
     except OSError as error:
         logger.error("cannot reserve the gRPC port", port=config.port, error=str(error))
         return 1
+    # Made once the port is ours, and removed by the `finally` below on every way out, so that
+    # no failed start leaves a directory behind.
+    own_dir = config.metrics_dir is None
+    try:
+        directory = metrics.prepare_directory(config.metrics_dir)
+    except OSError as error:
+        reservation.close()
+        logger.error(
+            "cannot use the metrics directory",
+            metrics_dir=config.metrics_dir or "(a new temporary directory)",
+            error=metrics.describe_os_error(error),
+        )
+        return 1
+    metrics.enable_multiprocess(directory)
     try:
         metrics_port = None
         if config.metrics_port:

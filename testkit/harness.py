@@ -229,6 +229,8 @@ def start(
     With `metrics`, /metrics is served on a port held free until the server binds it; without,
     metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
     is held the same way and the server counts as started once its health check says SERVING.
+    `program` is the `basra-rules` command to run (default: this environment's, `command()`;
+    testkit.releases gives a previous release's).
     """
     with ExitStack() as holding:
         quiet = log_level in QUIET_LEVELS

@@ -91,9 +91,9 @@ export function loadService(protoDir = DEFAULT_PROTO_DIR) {
 }
 
 /**
- * Connect to the rules service at `address` ("host:port"). The channel retries UNAVAILABLE and
- * RESOURCE_EXHAUSTED with backoff as the service config file says; every RPC is pure, so
- * retrying any of them is safe.
+ * Connect to the rules service at `address` ("host:port"). The channel retries UNAVAILABLE,
+ * CANCELLED (a pod stopping) and RESOURCE_EXHAUSTED with backoff as the service config file
+ * says; every RPC is pure, so retrying any of them is safe.
  */
 export function connect(address, { protoDir = DEFAULT_PROTO_DIR, serviceConfig = DEFAULT_SERVICE_CONFIG } = {}) {
   const RulesService = loadService(protoDir);

@@ -10,6 +10,8 @@ bash .ci/setup runtime
 
 dir=$(mktemp -d)
 log=$dir/rules.log
+# Made here: a background job's redirection happens in the job, maybe after the first read.
+: >"$log"
 .venv/bin/basra-rules serve --host 127.0.0.1 --port 0 --metrics-port 0 --log-format json \
   >"$log" 2>&1 &
 rules=$!

@@ -37,6 +37,7 @@ def server_schema() -> dict[str, Any]:
 ELSEWHERE = {
     "signing_keys": "signing.keys (as the keys file)",
     "signing_keys_file": "signing.enabled",
+    "signing_accept_unsigned": "signing.acceptUnsigned",
     "tls_cert": "tls.enabled",
     "tls_key": "tls.enabled",
     "tls_client_ca": "tls.clientCA.enabled",

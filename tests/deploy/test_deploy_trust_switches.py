@@ -54,3 +54,17 @@ def test_by_default_the_server_neither_signs_nor_speaks_tls() -> None:
     config = resolve({}, env_map(container(manifests(render({})))))
     assert load_keys(config.signing_keys, config.signing_keys_file) is None
     assert tls_files(config.tls_cert, config.tls_key, config.tls_client_ca) is None
+
+
+def test_the_migration_window_is_a_chart_value_the_server_reads() -> None:
+    """signing.acceptUnsigned sets BASRA_SIGNING_ACCEPT_UNSIGNED beside the keys file (false by
+    default); without signing the variable is not set at all."""
+    keys = [dict(k) for k in TEST_SIGNING_KEYS]
+    for window in (True, False):
+        values = {"signing": {"enabled": True, "keys": keys, "acceptUnsigned": window}}
+        env = env_map(container(manifests(render(values))))
+        assert env["BASRA_SIGNING_ACCEPT_UNSIGNED"] == str(window).lower()
+        assert resolve({}, env).signing_accept_unsigned is window
+    on = env_map(container(manifests(render({"signing": {"enabled": True, "keys": keys}}))))
+    assert resolve({}, on).signing_accept_unsigned is False
+    assert "BASRA_SIGNING_ACCEPT_UNSIGNED" not in env_map(container(manifests(render({}))))

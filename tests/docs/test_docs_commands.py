@@ -245,11 +245,16 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.rpc_cpu --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
+    ".venv/bin/python -m benchmarks.call_end --rounds 7": Run(extra=("--rounds", "1")),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),
     ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
         "the image test itself, which the test command runs (-s only shows its figures)"
+    ),
+    "nice -n 5 .venv/bin/python -m pytest -q -n 0 -s tests/rollout --durations=30": NotRun(
+        "the rolling-update tests themselves, which the test command runs (-s shows what each "
+        "walk-through checked)"
     ),
     # RELIABILITY.md
     (
@@ -314,6 +319,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     "kubectl apply -k overlays/prod": NotRun(
         "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"
+    ),
+    # docs/service.md, "Changing a running deployment"
+    "kubectl rollout status": NotRun(
+        "needs a cluster; tests/rollout/ rolls each procedure out on loopback instead"
+    ),
+    "kubectl rollout restart deployment/<release>": NotRun(
+        "needs a cluster; tests/rollout/ restarts pods with a renewed certificate instead"
     ),
     # docs/determinism.md
     ".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json": Run(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 from pathlib import Path
 
 import grpc
 import pytest
+from basra.v1 import rules_pb2 as pb
 
 from clients import load
+from clients.channels import ClientTLS
 from clients.load import ConfigError, Report
+from service.signing import parse_keys
 
 
 @pytest.mark.parametrize(
@@ -53,8 +57,10 @@ def test_defaults_are_ghz_defaults() -> None:
         ({"data": {}, "data-file": "x.json"}, "not both"),
         ({"metadata": {"a": 1}}, "metadata"),
         ({"rps": -5}, "rps"),
-        ({"insecure": False}, "plaintext"),
-        ({"cacert": "ca.pem"}, "not supported"),
+        ({"skipTLS": True}, "skipTLS"),
+        ({"insecure": True, "cacert": "ca.pem"}, "insecure"),
+        ({"insecure": "no"}, "true or false"),
+        ({"cert": 5}, "strings"),
     ],
 )
 def test_configs_that_cannot_run_as_written_are_refused(
@@ -62,6 +68,48 @@ def test_configs_that_cannot_run_as_written_are_refused(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load.config_from_dict({"call": "a.B.C", "host": "127.0.0.1:1", **extra})
+
+
+def test_tls_is_what_ghz_keys_ask_for() -> None:
+    """insecure false, or any of cacert, cert, key and cname, means TLS with those files;
+    insecure true, or none of them, plaintext."""
+    base = {"call": "a.B.C", "host": "h:1"}
+    assert load.config_from_dict(base).tls is None
+    assert load.config_from_dict({**base, "insecure": True}).tls is None
+    assert load.config_from_dict({**base, "insecure": False}).tls == ClientTLS()
+    files = {"cacert": "ca.pem", "cert": "c.pem", "key": "k.pem", "cname": "rules"}
+    assert load.config_from_dict({**base, **files}).tls == ClientTLS(
+        "ca.pem", "c.pem", "k.pem", "rules"
+    )
+
+
+def test_host_from_the_command_line_wins_and_fills_a_config_without_one() -> None:
+    """`load --host` stands in for a config's missing host, and wins over a given one."""
+    without = {"call": "a.B.C"}
+    assert load.config_from_dict(without, host="10.0.0.1:50051").host == "10.0.0.1:50051"
+    assert load.config_from_dict({**without, "host": "h:1"}, host="g:2").host == "g:2"
+    with pytest.raises(ConfigError, match="--host"):
+        load.config_from_dict(without)
+
+
+def test_states_are_sealed_as_a_server_with_the_keys_seals_them() -> None:
+    """With keys, each request's plain state moves into a signed_state under the first key;
+    requests without a state are left alone."""
+    keyring = parse_keys("k2:" + base64.b64encode(bytes(range(32))).decode())
+    state = pb.State(seq=7, dealer=1)
+    requests = (
+        pb.ApplyRequest(state=state, expected_seq=7).SerializeToString(),
+        pb.ApplyRequest(expected_seq=8).SerializeToString(),
+    )
+    first, second = load.seal_states(pb.ApplyRequest, requests, keyring)
+    sealed = pb.ApplyRequest.FromString(first)
+    assert not sealed.HasField("state") and sealed.expected_seq == 7
+    assert pb.State.FromString(sealed.signed_state.state) == state
+    assert sealed.signed_state.key_id == "k2"
+    assert keyring.verify("k2", sealed.signed_state.state, sealed.signed_state.signature)
+    assert second == requests[1]
+    news = (pb.NewMatchRequest(seed=b"x").SerializeToString(),)
+    assert load.seal_states(pb.NewMatchRequest, news, keyring) == news
 
 
 def test_data_file_is_found_beside_the_config(tmp_path: Path) -> None:

@@ -385,16 +385,16 @@ describe("the lobby's calls follow the published retry policy", () => {
     return { server, calls, address: `127.0.0.1:${port}` };
   }
 
-  test('UNAVAILABLE and RESOURCE_EXHAUSTED are retried; other codes are not', async () => {
+  test('UNAVAILABLE, CANCELLED and RESOURCE_EXHAUSTED are retried; other codes are not', async () => {
     const policy = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy', 'grpc-service-config.json'), 'utf8'));
     const attempts = policy.methodConfig[0].retryPolicy.maxAttempts;
-    const retried = await flakyService([grpc.status.UNAVAILABLE, grpc.status.RESOURCE_EXHAUSTED]);
+    const retried = await flakyService([grpc.status.UNAVAILABLE, grpc.status.CANCELLED, grpc.status.RESOURCE_EXHAUSTED]);
     const refused = await flakyService([grpc.status.FAILED_PRECONDITION]);
     const down = await flakyService(Array(attempts).fill(grpc.status.UNAVAILABLE));
     try {
       const rules = connect(retried.address);
       assert.equal((await rules.newMatch({ labels: ['a'] })).state.seq, 7);
-      assert.equal(retried.calls.length, 3);
+      assert.equal(retried.calls.length, 4);
       rules.close();
 
       const other = connect(refused.address);

@@ -313,6 +313,34 @@ def test_configuration_errors_stop_the_command() -> None:
     assert taken.returncode == 1 and "cannot reserve the gRPC port" in taken.stdout
 
 
+def test_no_start_leaves_a_metrics_directory_behind(served: ServedProcess, tmp_path: Path) -> None:
+    """The default metrics directory (a fresh one under TMPDIR) is gone after a start that
+    fails on a taken gRPC or metrics port, and after a clean stop."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    for flags in (
+        ["--port", str(served.port), "--metrics-port", "0"],
+        ["--port", "0", "--metrics-port", str(served.metrics_port)],
+    ):
+        failed = subprocess.run(
+            [*command(), "serve", "--host", "127.0.0.1", *flags],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=env,
+        )
+        assert failed.returncode == 1, failed.stdout
+        assert list(scratch.iterdir()) == [], flags
+    server = harness.start(["--workers", "1"], env={"TMPDIR": str(scratch)}, metrics=True)
+    try:
+        assert [p.name[:14] for p in scratch.iterdir()] == ["basra-metrics-"]
+    finally:
+        assert server.stop() == 0
+    assert list(scratch.iterdir()) == []
+
+
 def test_a_served_port_is_not_shared_by_a_second_server(served: ServedProcess) -> None:
     """A second server on a port already served (or a taken metrics port) exits 1."""
     for flags in (

@@ -8,6 +8,7 @@ never a card or the seed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -437,6 +438,31 @@ def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids(io: str) ->
     lines = server.find("rpc")
     assert len(lines) == 8
     assert not [line for line in lines if {"trace_id", "span_id"} & line.keys()]
+
+
+@pytest.mark.parametrize("io", ["sync", "asyncio"])
+def test_with_the_sdk_disabled_lines_claim_no_span_and_nothing_is_sent(io: str) -> None:
+    """OTEL_SDK_DISABLED=true with --tracing: no span is made or sent, a warning line says so,
+    and a call's line carries its caller's trace id alone, no span id and no sampled flag
+    (the caller's own span id and flag would otherwise pass for the server's)."""
+    with otlp.receiving() as receiver:
+        env = serve_env(receiver, OTEL_SDK_DISABLED="true")
+        server = harness.start(["--tracing", "--io", io], env=env, inherit_env=False)
+        try:
+            trace_id, parent_id, metadata = traceparent()
+            with grpc.insecure_channel(server.target) as channel:
+                new_match(channel, metadata)
+                new_match(channel, ())
+            warning = server.wait_for("tracing")
+        finally:
+            assert server.stop() == 0
+        assert receiver.spans() == []
+    assert "OTEL_SDK_DISABLED" in warning["message"]
+    traced, untraced = server.find("rpc", method=f"{RULES}/NewMatch")
+    assert traced["trace_id"] == trace_id
+    assert not {"span_id", "trace_sampled"} & traced.keys()
+    assert parent_id not in json.dumps(traced)
+    assert not {"trace_id", "span_id", "trace_sampled"} & untraced.keys()
 
 
 def test_an_unreachable_collector_is_a_warning_line_and_holds_neither_calls_nor_the_stop() -> None:

@@ -108,7 +108,14 @@ def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> 
     """No setting escapes the contract unnoticed: the extras are reflection, io, tracing, the
     admission bound and the settings of signed states and TLS (keys, certificates), documented
     beside the contract."""
-    reserved = {"signing_keys", "signing_keys_file", "tls_cert", "tls_key", "tls_client_ca"}
+    reserved = {
+        "signing_keys",
+        "signing_keys_file",
+        "signing_accept_unsigned",
+        "tls_cert",
+        "tls_key",
+        "tls_client_ca",
+    }
     extras = {"reflection", "io", "tracing", "admission_limit", *reserved}
     assert {f.name for f in fields(Config)} - set(CONTRACT) == extras
 

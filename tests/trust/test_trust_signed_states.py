@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
+import io
 import random
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -12,11 +15,11 @@ import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 
-from service import errors
+from service import cli, errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
-from service.signing import DOMAIN, mac
+from service.signing import DOMAIN, SigningConfigError, check_window, mac
 from tests.trust.trust_support import TIMEOUT, refusal, serving
 
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
@@ -199,3 +202,80 @@ def test_without_keys_states_are_plain_and_a_signed_one_is_read() -> None:
                 timeout=TIMEOUT,
             )
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _window(*kids: str, seen: list[str] | None = None) -> Any:
+    """Handlers of a server in the migration window: keys, and unsigned states accepted."""
+    handlers = make_handlers(Config(signing_keys=keys(*kids), signing_accept_unsigned=True), None)
+    if seen is None:
+        return handlers
+    return dataclasses.replace(handlers, observe_seal=seen.append)
+
+
+def test_the_migration_window_takes_unsigned_states_and_answers_sealed() -> None:
+    """A plain state, or one wrapped unsigned, is taken; the answer is sealed; each state taken
+    is counted by the key that sealed it ("" for unsigned ones)."""
+    plain = make_handlers(Config(), None)
+    begun = pb.NewMatchResponse.FromString(plain.new_match(pb.NewMatchRequest(seed=b"win")).data)
+    seen: list[str] = []
+    window = _window("k1", seen=seen)
+    action = first_action(begun)
+    unsigned = [
+        pb.ApplyRequest(state=begun.state, action=action),
+        pb.ApplyRequest(
+            signed_state=pb.SignedState(state=begun.state.SerializeToString()), action=action
+        ),
+    ]
+    for request in unsigned:
+        after = pb.ApplyResponse.FromString(window.apply(request))
+        assert after.state.seq == 1
+        assert after.signed_state.key_id == "k1"
+        assert after.signed_state.signature == mac(SECRETS["k1"], after.signed_state.state)
+    follow = pb.ApplyRequest(signed_state=after.signed_state, action=first_action(after))
+    assert pb.ApplyResponse.FromString(window.apply(follow)).state.seq == 2
+    assert seen == ["", "", "k1"]
+
+
+def test_the_window_still_refuses_a_bad_seal_and_two_states() -> None:
+    """A seal that does not verify is as wrong in the window as after it."""
+    seen: list[str] = []
+    window = _window("k1", seen=seen)
+    begun = pb.NewMatchResponse.FromString(window.new_match(pb.NewMatchRequest(seed=b"w")).data)
+    sealed = begun.signed_state
+    forged = [
+        replace_field(sealed, signature=bytes(32)),
+        replace_field(sealed, key_id="k9"),
+        replace_field(sealed, signature=b""),  # a key id without a signature is no wrapper
+        replace_field(sealed, key_id=""),  # nor a signature without a key id
+    ]
+    for variant in forged:
+        with pytest.raises(Refusal) as refused:
+            window.legal_moves(pb.LegalMovesRequest(signed_state=variant))
+        assert (refused.value.code, refused.value.reason) == BAD
+    with pytest.raises(Refusal) as both:
+        window.legal_moves(pb.LegalMovesRequest(state=begun.state, signed_state=sealed))
+    assert (both.value.code, both.value.reason) == BAD
+    assert seen == []
+
+
+def test_a_server_that_requires_seals_refuses_an_unsigned_wrapper() -> None:
+    """Out of the window, a SignedState with no signature is refused like a plain state."""
+    required = make_handlers(Config(signing_keys=keys("k1")), None)
+    begun = pb.NewMatchResponse.FromString(required.new_match(pb.NewMatchRequest(seed=b"r")).data)
+    wrapped = pb.SignedState(state=begun.signed_state.state)
+    with pytest.raises(Refusal) as refused:
+        required.legal_moves(pb.LegalMovesRequest(signed_state=wrapped))
+    assert (refused.value.code, refused.value.reason) == BAD
+    assert refused.value.metadata == {"keyId": ""}
+
+
+def test_a_window_without_keys_is_refused_at_start() -> None:
+    """BASRA_SIGNING_ACCEPT_UNSIGNED alone means the keys were forgotten: exit 2, named."""
+    with pytest.raises(SigningConfigError, match="BASRA_SIGNING_ACCEPT_UNSIGNED"):
+        check_window(None, accept_unsigned=True)
+    check_window(None, accept_unsigned=False)
+    errors_out = io.StringIO()
+    with contextlib.redirect_stderr(errors_out):
+        code = cli.main(["--signing-accept-unsigned", "--port", "0", "--metrics-port", "0"])
+    assert code == 2
+    assert "BASRA_SIGNING_ACCEPT_UNSIGNED needs signing keys" in errors_out.getvalue()

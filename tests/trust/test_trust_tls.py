@@ -2,113 +2,32 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
+import base64
+import json
 import os
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
 from service.config import Config
 from testkit import harness
+from testkit.pki import PKI, Issued, make_pki
 from tests.trust.trust_support import served_port
 
 TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class Issued:
-    """A PEM key and certificate, and where they were written."""
-
-    key: bytes
-    cert: bytes
-    key_path: str
-    cert_path: str
-
-
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
-def issue(directory: Path, name: str, issuer: Issued | None = None, usage: str = "ca") -> Issued:
-    """A certificate for `name`: a self-signed CA when no issuer, else a leaf it signs."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-    )
-    if issuer is None:
-        builder = builder.issuer_name(_name(name)).add_extension(
-            x509.BasicConstraints(ca=True, path_length=None), critical=True
-        )
-        signer: Any = key
-    else:
-        issuer_cert = x509.load_pem_x509_certificate(issuer.cert)
-        builder = builder.issuer_name(issuer_cert.subject).add_extension(
-            x509.BasicConstraints(ca=False, path_length=None), critical=True
-        )
-        if usage == "server":
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
-            ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        else:
-            builder = builder.add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False
-            )
-        signer = serialization.load_pem_private_key(issuer.key, None)
-    cert = builder.sign(signer, hashes.SHA256())
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-    key_path, cert_path = directory / f"{name}.key", directory / f"{name}.crt"
-    key_path.write_bytes(key_pem)
-    cert_path.write_bytes(cert_pem)
-    return Issued(key_pem, cert_pem, str(key_path), str(cert_path))
-
-
-@dataclass(frozen=True)
-class PKI:
-    """A CA, a server certificate, a client certificate, and a client of another CA."""
-
-    ca: Issued
-    server: Issued
-    client: Issued
-    stranger: Issued
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
     """Certificates for the module, made fresh."""
-    directory = tmp_path_factory.mktemp("pki")
-    ca = issue(directory, "test-ca")
-    other = issue(directory, "other-ca")
-    return PKI(
-        ca,
-        issue(directory, "server", ca, "server"),
-        issue(directory, "client", ca, "client"),
-        issue(directory, "stranger", other, "client"),
-    )
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def call(port: int, credentials: grpc.ChannelCredentials | None) -> grpc.StatusCode:
@@ -198,3 +117,166 @@ def test_unusable_security_settings_stop_the_server_at_start(
     )
     assert done.returncode == 2
     assert problem in done.stderr
+
+
+def _corrupt(pem: bytes) -> bytes:
+    """The same PEM with a line of its base64 body replaced: still PEM, no longer DER."""
+    lines = pem.splitlines(keepends=True)
+    lines[2] = b"A" * (len(lines[2]) - 1) + b"\n"
+    return b"".join(lines)
+
+
+def _encrypted(issued: Issued) -> bytes:
+    key = serialization.load_pem_private_key(issued.key, None)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+
+
+# What a case writes ("which": the setting's file to replace, and its new content), what the
+# server must say: the setting at fault and words of the sentence.
+BAD_FILES: dict[str, tuple[str, Callable[[PKI], bytes] | None, str, str]] = {
+    "key of another certificate": ("key", lambda p: p.client.key, "KEY", "is not the key of"),
+    "corrupt certificate body": ("cert", lambda p: _corrupt(p.server.cert), "CERT", "no cert"),
+    "corrupt key body": ("key", lambda p: _corrupt(p.server.key), "KEY", "not a private key"),
+    "encrypted key": ("key", lambda p: _encrypted(p.server), "KEY", "is encrypted"),
+    "key in place of certificate": ("cert", lambda p: p.server.key, "CERT", "no cert"),
+    "client CA not a CA": ("client_ca", lambda p: p.server.cert, "CLIENT_CA", "not a CA"),
+    "client CA corrupt": ("client_ca", lambda p: _corrupt(p.ca.cert), "CLIENT_CA", "no cert"),
+    "missing key": ("key", None, "KEY", "cannot read"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_every_unusable_tls_file_or_pair_stops_the_server_naming_file_and_problem(
+    pki: PKI, tmp_path: Path, case: str
+) -> None:
+    """Exit 2 with one JSON line on standard error: the problem, the file, its setting; no
+    port bound, no metrics directory made."""
+    which, content, setting, words = BAD_FILES[case]
+    paths = {
+        "cert": pki.server.cert_path,
+        "key": pki.server.key_path,
+        "client_ca": pki.ca.cert_path,
+    }
+    bad = tmp_path / f"bad-{which}.pem"
+    if content is not None:
+        bad.write_bytes(content(pki))
+    paths[which] = str(bad)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {
+        "BASRA_TLS_CERT": paths["cert"],
+        "BASRA_TLS_KEY": paths["key"],
+        "BASRA_TLS_CLIENT_CA": paths["client_ca"],
+        "TMPDIR": str(scratch),
+    }
+    done = subprocess.run(
+        [*harness.command(), "serve", "--port", "0", "--metrics-port", "0"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    said = json.loads(lines[0])
+    assert said["event"] == "cannot start" and said["level"] == "error"
+    assert said["setting"] == f"BASRA_TLS_{setting}" and said["file"] == str(bad)
+    assert words in said["error"] and str(bad) in said["error"]
+    assert list(scratch.iterdir()) == []
+
+
+def _client(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BASRA_SIGNING")}
+    return subprocess.run(
+        [*harness.command(), *args],
+        env={**environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+def test_play_and_load_speak_tls_to_a_server_that_signs(
+    pki: PKI, tmp_path: Path, mutual: bool
+) -> None:
+    """`play` and `load` with the TLS flags (and, for mutual TLS, this client's certificate)
+    against a server that signs: play carries the signed states to the end of a match; load,
+    given the keys, seals its data's states and every call is answered; without them every
+    call is refused, as the server must."""
+    keys_file = tmp_path / "keys"
+    keys_file.write_text("k1:" + base64.b64encode(bytes(range(32))).decode() + "\n")
+    env = {
+        "BASRA_TLS_CERT": pki.server.cert_path,
+        "BASRA_TLS_KEY": pki.server.key_path,
+        "BASRA_SIGNING_KEYS_FILE": str(keys_file),
+    }
+    flags = ["--tls-ca", pki.ca.cert_path]
+    if mutual:
+        env["BASRA_TLS_CLIENT_CA"] = pki.ca.cert_path
+        flags += ["--tls-cert", pki.client.cert_path, "--tls-key", pki.client.key_path]
+    served = harness.start(["--workers", "1"], env=env)
+    try:
+        target = served.target
+        played = _client(
+            "play", "--target", target, "--seed", "01", "--bots", "random", "random", *flags
+        )
+        assert played.returncode == 0, played.stderr
+        assert "its SHA-256 is the commitment" in played.stdout
+        plain = _client("play", "--target", target, "--seed", "01")
+        assert plain.returncode == 1 and "call failed: UNAVAILABLE" in plain.stderr
+        if mutual:
+            anonymous = _client("play", "--target", target, "--tls-ca", pki.ca.cert_path)
+            assert anonymous.returncode == 1 and "UNAVAILABLE" in anonymous.stderr
+        config = tmp_path / "apply.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "call": "basra.v1.RulesService.Apply",
+                    "insecure": False,
+                    "cacert": pki.ca.cert_path,
+                    "data-file": str(REPO / "deploy" / "ghz" / "data" / "apply.json"),
+                    "total": 120,
+                    "concurrency": 4,
+                }
+            )
+        )
+        mine = (
+            ["--tls-cert", pki.client.cert_path, "--tls-key", pki.client.key_path] if mutual else []
+        )
+        sealed = _client(
+            "load",
+            str(config),
+            "--host",
+            target,
+            "--json",
+            *mine,
+            env={"BASRA_SIGNING_KEYS_FILE": str(keys_file)},
+        )
+        assert sealed.returncode == 0, sealed.stderr
+        assert json.loads(sealed.stdout)["statusCodeDistribution"] == {"OK": 120}
+        unsealed = _client("load", str(config), "--host", target, "--json", *mine)
+        assert json.loads(unsealed.stdout)["statusCodeDistribution"] == {"Unauthenticated": 120}
+    finally:
+        assert served.stop() == 0
+
+
+def test_a_client_refuses_an_unusable_tls_file_before_calling(pki: PKI, tmp_path: Path) -> None:
+    """The clients read their TLS files with the server's checks: exit 2, the file named."""
+    missing = str(tmp_path / "missing.pem")
+    played = _client("play", "--target", "127.0.0.1:1", "--tls-ca", missing)
+    assert played.returncode == 2 and missing in played.stderr
+    swapped = ["--tls-cert", pki.client.cert_path, "--tls-key", pki.server.key_path]
+    played = _client("play", "--target", "127.0.0.1:1", *swapped)
+    assert played.returncode == 2 and "is not the key of" in played.stderr
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"call": "basra.v1.RulesService.NewMatch", "cacert": missing}))
+    loaded = _client("load", str(config), "--host", "127.0.0.1:1")
+    assert loaded.returncode == 2 and missing in loaded.stderr

@@ -1,0 +1,125 @@
+"""What a call pays for its log line to carry the code its client saw (service/grace.py).
+
+At the end of every call the interceptor asks grpc whether the call is still live: on the sync
+server `context.is_active()`, on the asyncio server `context.cancelled()` (asked before this
+change too) and `context.time_remaining()`. This measures those questions on real contexts,
+inside a handler of a real server of each flavour, beside the Apply handler alone on the
+ghz data, in the same process and run: medians of the rounds, nanoseconds per question, and
+their share of an Apply handler.
+
+    .venv/bin/python -m benchmarks.call_end --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from typing import Any
+
+import grpc
+from basra.v1 import rules_pb2 as pb
+
+from benchmarks import ghz_data
+from service.config import Config
+from service.server import make_handlers
+
+QUESTIONS = 100_000
+METHOD = "/bench.CallEnd/Ask"
+
+
+def _per_question(ask: Callable[[], object]) -> float:
+    """Nanoseconds per call of `ask`, over QUESTIONS calls."""
+    began = time.perf_counter_ns()
+    for _ in range(QUESTIONS):
+        ask()
+    return (time.perf_counter_ns() - began) / QUESTIONS
+
+
+def _handler(found: dict[str, float], sync: bool) -> Any:
+    def measure(context: Any) -> None:
+        if sync:
+            found["is_active"] = _per_question(context.is_active)
+        else:
+            found["cancelled"] = _per_question(context.cancelled)
+        found["time_remaining"] = _per_question(context.time_remaining)
+
+    if sync:
+
+        def ask(request: bytes, context: Any) -> bytes:
+            measure(context)
+            return b""
+
+        return grpc.unary_unary_rpc_method_handler(ask)
+
+    async def ask_async(request: bytes, context: Any) -> bytes:
+        measure(context)
+        return b""
+
+    return grpc.unary_unary_rpc_method_handler(ask_async)
+
+
+def _generic(handler: Any) -> Any:
+    return grpc.method_handlers_generic_handler("bench.CallEnd", {"Ask": handler})
+
+
+def sync_questions() -> dict[str, float]:
+    """The questions' cost on a thread-pool server's context."""
+    found: dict[str, float] = {}
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    server.add_generic_rpc_handlers((_generic(_handler(found, sync=True)),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        channel.unary_unary(METHOD, None, None)(b"", timeout=120)
+    server.stop(0)
+    return found
+
+
+async def _async_questions() -> dict[str, float]:
+    found: dict[str, float] = {}
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((_generic(_handler(found, sync=False)),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        await channel.unary_unary(METHOD, None, None)(b"", timeout=120)
+    await server.stop(0)
+    return found
+
+
+def apply_handler_ns() -> float:
+    """Nanoseconds of one Apply handler call on the ghz data, in process."""
+    handlers = make_handlers(Config(), None)
+    requests = ghz_data.read("apply.json", pb.ApplyRequest)
+    began = time.perf_counter_ns()
+    for request in requests:
+        handlers.apply(request)
+    return (time.perf_counter_ns() - began) / len(requests)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure and print the medians of the rounds."""
+    parser = argparse.ArgumentParser(prog="benchmarks.call_end", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    rows: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        found = {f"sync {k}": v for k, v in sync_questions().items()}
+        found |= {f"asyncio {k}": v for k, v in asyncio.run(_async_questions()).items()}
+        found["Apply handler"] = apply_handler_ns()
+        for name, value in found.items():
+            rows.setdefault(name, []).append(value)
+    medians = {name: statistics.median(values) for name, values in rows.items()}
+    apply = medians["Apply handler"]
+    for name, value in medians.items():
+        print(f"{name:<26} {value:10.0f} ns  {value / apply:7.2%} of an Apply handler")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
