@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import gc
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -180,9 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     sync_threads = int(args.pop("sync_threads"))
     switch_interval = float(args.pop("switch_interval"))
     config = service_config.resolve(args, os.environ)
-    directory = metrics.prepare_directory(
-        config.metrics_dir or tempfile.mkdtemp(prefix="basra-bench-metrics-")
-    )
+    if config.metrics_dir:
+        directory = metrics.prepare_directory(config.metrics_dir)
+    else:  # a directory of its own, removed at exit (the supervisor stays free of grpc)
+        directory = metrics.prepare_directory(tempfile.mkdtemp(prefix="basra-bench-metrics-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
     metrics.enable_multiprocess(directory)
     if config.metrics_port:  # /metrics as `basra-rules serve` serves it (benchmarks.overload)
         metrics.serve(config.host, config.metrics_port, metrics.multiprocess_registry(directory))

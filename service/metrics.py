@@ -31,44 +31,17 @@ from engine.bot import Suggestion
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-# 1 microsecond to 100 milliseconds, roughly three buckets per decade.
-PLAN_BUCKETS = (
-    1e-6,
-    2.5e-6,
-    5e-6,
-    1e-5,
-    2.5e-5,
-    5e-5,
-    1e-4,
-    2.5e-4,
-    5e-4,
-    1e-3,
-    2.5e-3,
-    5e-3,
-    1e-2,
-    2.5e-2,
-    5e-2,
-    1e-1,
-)
+
+def _decades(first: int, last: int) -> tuple[float, ...]:
+    """Buckets at 1, 2.5 and 5 times each power of ten from 10**first, then 10**last."""
+    steps = [float(f"{m}e{e}") for e in range(first, last) for m in ("1", "2.5", "5")]
+    return (*steps, float(f"1e{last}"))
+
+
+# 1 microsecond to 100 milliseconds, three buckets per decade.
+PLAN_BUCKETS = _decades(-6, -1)
 # Calls take well under a millisecond, so the buckets start far below Prometheus' defaults.
-HANDLING_BUCKETS = (
-    1e-4,
-    2.5e-4,
-    5e-4,
-    1e-3,
-    2.5e-3,
-    5e-3,
-    1e-2,
-    2.5e-2,
-    5e-2,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
+HANDLING_BUCKETS = _decades(-4, 1)
 _CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 # How often a worker writes its tallied counts to the metric families.
 FLUSH_SECONDS = 1.0
