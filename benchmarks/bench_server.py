@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import gc
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -66,7 +68,13 @@ def noop_handler(reply: bytes, asynchronous: bool) -> Any:
 
 
 def worker_main(
-    config: Config, port: int, reply_bytes: int, sync_threads: int, ready: Connection
+    config: Config,
+    port: int,
+    reply_bytes: int,
+    sync_threads: int,
+    ready: Connection,
+    *,
+    switch_interval: float = 0.0,
 ) -> None:
     """Run one worker: the service's server plus the no-op method, until SIGTERM."""
     from service import server
@@ -75,6 +83,8 @@ def worker_main(
     if sync_threads:
         # A benchmark-only knob: the service's builder reads this module constant when called.
         server.SYNC_THREADS = sync_threads
+    if switch_interval:  # a benchmark-only knob: the workers' GIL switch interval
+        sys.setswitchinterval(switch_interval)
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     tally = metrics.Tally(metrics.Metrics.create(None))
@@ -137,7 +147,9 @@ def serve_bare(host: str, port: int) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=BARE_THREADS))
     servicer = health.HealthServicer()
-    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    # Both names the chart's probes ask (liveness "", readiness the service's), as the service.
+    for name in ("", "basra.v1.RulesService"):
+        servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     server.start()
@@ -155,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sync-threads", type=int, default=0, help="sync server threads (0: the service's)"
     )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=0.0,
+        help="sys.setswitchinterval of the workers (0: Python's default, as the service)",
+    )
     parser.add_argument("--bare", action="store_true", help="the bare grpcio server instead")
     args = vars(parser.parse_args(argv))
     if args.pop("bare"):
@@ -162,11 +180,16 @@ def main(argv: list[str] | None = None) -> int:
         return serve_bare(config.host, config.port)
     reply_bytes = int(args.pop("reply_bytes"))
     sync_threads = int(args.pop("sync_threads"))
+    switch_interval = float(args.pop("switch_interval"))
     config = service_config.resolve(args, os.environ)
-    directory = metrics.prepare_directory(
-        config.metrics_dir or tempfile.mkdtemp(prefix="basra-bench-metrics-")
-    )
+    if config.metrics_dir:
+        directory = metrics.prepare_directory(config.metrics_dir)
+    else:  # a directory of its own, removed at exit (the supervisor stays free of grpc)
+        directory = metrics.prepare_directory(tempfile.mkdtemp(prefix="basra-bench-metrics-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
     metrics.enable_multiprocess(directory)
+    if config.metrics_port:  # /metrics as `basra-rules serve` serves it (benchmarks.overload)
+        metrics.serve(config.host, config.metrics_port, metrics.multiprocess_registry(directory))
     context = multiprocessing.get_context("spawn")
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
@@ -177,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         process = context.Process(
             target=worker_main,
             args=(config, config.port, reply_bytes, sync_threads, writer),
+            kwargs={"switch_interval": switch_interval},
             name=f"w{slot}",
         )
         process.start()

@@ -115,6 +115,9 @@ class _Context:
     def peer(self) -> str:
         return "ipv4:127.0.0.1:50000"
 
+    def time_remaining(self) -> None:
+        return None  # a call without a deadline
+
 
 class _Details:
     """The handler call details grpc hands an interceptor for an Apply call."""

@@ -11,6 +11,7 @@ stack), and `basra-rules serve` itself (testkit's launcher). `measure` sends one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from basra.v1 import rules_pb2 as pb
@@ -67,6 +68,8 @@ class Server:
 
     address: str
     pids: tuple[int, ...]
+    metrics_port: int | None = None
+    """The /metrics port of `basra-rules serve` (None: off, or a bench server)."""
 
 
 @contextmanager
@@ -77,12 +80,17 @@ def bench_server(
     log_level: str,
     *,
     sync_threads: int = 0,
+    metrics: bool = False,
+    flags: Sequence[str] = (),
 ) -> Iterator[Server]:
-    """Run benchmarks.bench_server until the block ends."""
-    flags = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
-    flags += ["--metrics-port", "0", "--workers", str(workers), "--io", io]
-    with _bench_server([*flags, "--log-level", log_level]) as server:
-        yield server
+    """Run benchmarks.bench_server until the block ends (with `metrics`, /metrics on a port
+    held free until it binds it)."""
+    options = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
+    options += ["--workers", str(workers), "--io", io, "--log-level", log_level, *flags]
+    with contextlib.ExitStack() as holding:
+        port = holding.enter_context(reserved_port()) if metrics else 0
+        with _bench_server([*options, "--metrics-port", str(port)]) as server:
+            yield replace(server, metrics_port=port or None)
 
 
 @contextmanager
@@ -124,18 +132,31 @@ def served(
     *,
     flags: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    tree: Path | None = None,
 ) -> Iterator[Server]:
-    """Run `basra-rules serve` itself (testkit's launcher) until the block ends."""
+    """Run `basra-rules serve` itself (testkit's launcher) until the block ends; with `tree`,
+    the server of that checkout (`python -m clients.cli` from it, its gen/ first on the path)."""
     flags = ["--workers", str(workers), "--io", io, *flags]
+    program = None
+    if tree is not None:
+        program = [sys.executable, "-m", "clients.cli"]
+        path = os.pathsep.join((str(tree), str(tree / "gen")))
+        env = {**(env or {}), "PYTHONPATH": path}
     running = harness.start(
-        flags, log_level=log_level, cwd=ROOT, keep_calls=False, metrics=metrics, env=env
+        flags,
+        log_level=log_level,
+        cwd=tree or ROOT,
+        keep_calls=False,
+        metrics=metrics,
+        env=env,
+        program=program,
     )
     try:
         # At a quiet log level the launcher knows that one worker serves; count the others in.
         deadline = time.monotonic() + STARTUP_SECONDS
         while len(running.workers()) < workers and time.monotonic() < deadline:
             time.sleep(0.05)
-        yield Server(running.target, (running.pid, *descendants(running.pid)))
+        yield Server(running.target, (running.pid, *descendants(running.pid)), running.metrics_port)
     finally:
         running.stop()
 

@@ -202,6 +202,12 @@ class Config:
         "prometheus-client multiprocess directory",
         unset="a fresh temporary directory",
     )
+    admission_limit: int = setting(
+        64,
+        Integer(0),
+        "most calls one worker holds, in flight plus queued; past it a call is refused at once "
+        "(RESOURCE_EXHAUSTED, OVERLOADED, with a retry delay); 0 = no bound",
+    )
     io: str = setting(
         "sync",
         Choice(IO_MODES),

@@ -1,4 +1,5 @@
-"""Refusals: one exception type carrying a gRPC code and exactly one google.rpc.ErrorInfo."""
+"""Refusals: one exception type carrying a gRPC code and exactly one google.rpc.ErrorInfo (and,
+when the server sheds load, a google.rpc.RetryInfo saying when to try again)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status
 
@@ -16,6 +18,11 @@ from engine import Reason, RuleError
 
 DOMAIN = "basra.v1"
 DETAILS_KEY = "grpc-status-details-bin"
+# gRFC A6 server pushback: grpc's own retry waits this many milliseconds before its next attempt
+# (instead of its backoff), so clients retrying by the published service config honour the
+# delay that RetryInfo states for clients that read the details.
+PUSHBACK_KEY = "grpc-retry-pushback-ms"
+NO_RETRY = "-1"
 
 
 class ServiceReason(StrEnum):
@@ -31,6 +38,16 @@ class ServiceReason(StrEnum):
     RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
     BUDGET_TOO_LARGE = "BUDGET_TOO_LARGE"
     INVALID_LEVEL = "INVALID_LEVEL"
+    OVERLOADED = "OVERLOADED"
+    DEADLINE_EXPIRED = "DEADLINE_EXPIRED"
+    DEADLINE_TOO_SHORT = "DEADLINE_TOO_SHORT"
+
+
+# Reasons the server's load gives, not the request: the same request may be answered when sent
+# again (docs/capacity.md). No request alone can bring them about.
+LOAD_REASONS = frozenset(
+    {ServiceReason.OVERLOADED, ServiceReason.DEADLINE_EXPIRED, ServiceReason.DEADLINE_TOO_SHORT}
+)
 
 
 _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
@@ -59,6 +76,9 @@ _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
         ServiceReason.RESPONSE_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
         ServiceReason.BUDGET_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
         ServiceReason.INVALID_LEVEL: grpc.StatusCode.INVALID_ARGUMENT,
+        ServiceReason.OVERLOADED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ServiceReason.DEADLINE_EXPIRED: grpc.StatusCode.DEADLINE_EXCEEDED,
+        ServiceReason.DEADLINE_TOO_SHORT: grpc.StatusCode.DEADLINE_EXCEEDED,
     }
 )
 
@@ -87,6 +107,8 @@ class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server
     reason: str
     message: str
     metadata: Mapping[str, str] = field(default_factory=dict)
+    retry_delay: float | None = None
+    """Seconds after which the same call may succeed (RetryInfo and pushback); None: no hint."""
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"
@@ -101,10 +123,29 @@ class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server
         """Return the grpc.Status to end the call with (details in the trailing metadata)."""
         detail = any_pb2.Any()
         detail.Pack(self.error_info())
+        details = [detail]
+        if self.retry_delay is not None:
+            delay = duration_pb2.Duration()
+            delay.FromNanoseconds(round(self.retry_delay * 1e9))
+            retry = any_pb2.Any()
+            retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+            details.append(retry)
         rich = status_pb2.Status(
-            code=getattr(code_pb2, self.code.name), message=self.message, details=[detail]
+            code=getattr(code_pb2, self.code.name), message=self.message, details=details
         )
-        return rpc_status.to_status(rich)
+        status: Any = rpc_status.to_status(rich)  # a named tuple
+        if self.retry_delay is not None:
+            pushback = str(round(self.retry_delay * 1000))
+        elif self.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            # The same request would be refused the same way: a negative pushback tells gRPC's
+            # retry not to try again (the published policy retries RESOURCE_EXHAUSTED for the
+            # load refusal OVERLOADED, not for a budget or a size past a configured bound).
+            pushback = NO_RETRY
+        else:
+            return status  # type: ignore[no-any-return]
+        return status._replace(  # type: ignore[no-any-return]
+            trailing_metadata=(*status.trailing_metadata, (PUSHBACK_KEY, pushback))
+        )
 
 
 def refusal(reason: Reason | ServiceReason, message: str, **metadata: str | int) -> Refusal:

@@ -23,6 +23,7 @@ from engine.rng import commitment
 from engine.view import information_set
 from service import errors, reading, writing
 from service.config import Config
+from service.deadlines import SearchClock
 from service.enums import ENGINE_BOT_LEVEL
 from service.errors import ServiceReason
 from service.signing import Keyring
@@ -150,6 +151,9 @@ class Handlers:
     """With keys, called for each state taken with the id of the key that sealed it, "" for an
     unsigned one taken in the window (metrics: when the old form stops coming, the next step of
     a migration or a key rotation is safe)."""
+    search_clock: SearchClock | None = None
+    """The running estimate of a search's time: SuggestMove refuses a search that the time
+    its caller has left cannot cover (None: never)."""
 
     @_refusing
     def new_match(self, request: pb.NewMatchRequest) -> Answer:
@@ -252,8 +256,11 @@ class Handlers:
         return Answer(response, final.seq)
 
     @_refusing
-    def suggest_move(self, request: pb.SuggestMoveRequest) -> bytes:
-        """Suggest an action for the seat to move, from that seat's information set alone."""
+    def suggest_move(
+        self, request: pb.SuggestMoveRequest, seconds_left: float | None = None
+    ) -> bytes:
+        """Suggest an action for the seat to move, from that seat's information set alone;
+        refuse up front a search that `seconds_left` (the caller's time) cannot cover."""
         state = self._checked_state(request)
         if not request.HasField("seat"):
             raise errors.refusal(
@@ -268,9 +275,17 @@ class Handlers:
             )
         budget = self._budget(request)
         info = information_set(state, request.seat)
+        clock = self.search_clock
+        if clock is not None:  # after every check of the request: its refusal comes first
+            too_short = clock.refusal(level, budget, seconds_left)
+            if too_short is not None:
+                raise too_short
         started = perf_counter()
         suggestion = bot.suggest(info, level, request.bot_seed, budget, self.limits.plan_work_limit)
-        self.observe_suggestion(suggestion, perf_counter() - started)
+        seconds = perf_counter() - started
+        self.observe_suggestion(suggestion, seconds)
+        if clock is not None:
+            clock.observe(level, budget, seconds)
         return writing.suggestion_bytes(suggestion)
 
     def _level(self, value: int) -> bot.Level:

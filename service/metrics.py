@@ -1,5 +1,6 @@
 """Prometheus metrics: plan-generation timing, standard gRPC server series, refusals by reason,
-the bot's time and work per suggestion.
+the bot's time and work per suggestion, and the load a worker holds (calls held against the
+admission bound, the wait before work starts).
 
 With several workers, prometheus-client runs in multiprocess mode: PROMETHEUS_MULTIPROC_DIR is
 set before any worker starts, each worker writes its values to files there, and the parent
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -30,44 +31,17 @@ from engine.bot import Suggestion
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-# 1 microsecond to 100 milliseconds, roughly three buckets per decade.
-PLAN_BUCKETS = (
-    1e-6,
-    2.5e-6,
-    5e-6,
-    1e-5,
-    2.5e-5,
-    5e-5,
-    1e-4,
-    2.5e-4,
-    5e-4,
-    1e-3,
-    2.5e-3,
-    5e-3,
-    1e-2,
-    2.5e-2,
-    5e-2,
-    1e-1,
-)
+
+def _decades(first: int, last: int) -> tuple[float, ...]:
+    """Buckets at 1, 2.5 and 5 times each power of ten from 10**first, then 10**last."""
+    steps = [float(f"{m}e{e}") for e in range(first, last) for m in ("1", "2.5", "5")]
+    return (*steps, float(f"1e{last}"))
+
+
+# 1 microsecond to 100 milliseconds, three buckets per decade.
+PLAN_BUCKETS = _decades(-6, -1)
 # Calls take well under a millisecond, so the buckets start far below Prometheus' defaults.
-HANDLING_BUCKETS = (
-    1e-4,
-    2.5e-4,
-    5e-4,
-    1e-3,
-    2.5e-3,
-    5e-3,
-    1e-2,
-    2.5e-2,
-    5e-2,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
+HANDLING_BUCKETS = _decades(-4, 1)
 _CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 # How often a worker writes its tallied counts to the metric families.
 FLUSH_SECONDS = 1.0
@@ -77,6 +51,8 @@ SUGGEST_BUCKETS = (1e-5, 1e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1
 DEALS_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 NODES_BUCKETS = (0, 10, 100, 500, 1000, 2200, 5000, 10_000, 20_000, 100_000)
 _SUGGEST_FAMILIES = (SUGGEST_BUCKETS, DEALS_BUCKETS, NODES_BUCKETS)
+# The wait before work: from well under a millisecond (an idle worker) to past any deadline.
+WAIT_BUCKETS = HANDLING_BUCKETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +68,9 @@ class Metrics:
     suggest_seconds: Histogram
     suggest_deals: Histogram
     suggest_nodes: Histogram
+    queue_wait_seconds: Histogram
+    calls_held: Gauge
+    calls_held_limit: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
@@ -157,6 +136,25 @@ class Metrics:
                 buckets=NODES_BUCKETS,
                 registry=registry,
             ),
+            queue_wait_seconds=Histogram(
+                "basra_queue_wait_seconds",
+                "Time an admitted RulesService call waited in its worker before work started.",
+                buckets=WAIT_BUCKETS,
+                registry=registry,
+            ),
+            # One series per live worker (label pid in multiprocess mode), sampled every flush.
+            calls_held=Gauge(
+                "basra_calls_held",
+                "Calls a worker holds, in flight plus queued (sampled every second).",
+                registry=registry,
+                multiprocess_mode="liveall",
+            ),
+            calls_held_limit=Gauge(
+                "basra_calls_held_limit",
+                "The admission bound of a worker: most calls it holds; 0 = no bound.",
+                registry=registry,
+                multiprocess_mode="liveall",
+            ),
         )
 
 
@@ -190,7 +188,15 @@ class Tally:
         self._plan_seconds = 0.0
         # Per level: for the seconds, the deals and the nodes, bucket counts and a sum.
         self._suggestions: dict[str, list[tuple[list[int], float]]] = {}
+        self._wait_buckets = [0] * (len(WAIT_BUCKETS) + 1)
+        self._wait_seconds = 0.0
+        self._held: Callable[[], int] | None = None
         self._flush_lock = threading.Lock()
+
+    def watch_held(self, held: Callable[[], int], limit: int) -> None:
+        """Sample `held()` into basra_calls_held at every flush; state the bound once."""
+        self._held = held
+        self.metrics.calls_held_limit.set(limit)
 
     def method(self, grpc_type: str, grpc_service: str, grpc_method: str) -> MethodTally:
         """The tally of one method (the same object for the same labels)."""
@@ -226,6 +232,13 @@ class Tally:
             self._plan_buckets[index] += 1
             self._plan_seconds += seconds
 
+    def observe_wait(self, seconds: float) -> None:
+        """Count one admitted call that waited `seconds` before its work started."""
+        index = bisect_left(WAIT_BUCKETS, seconds)
+        with self._lock:
+            self._wait_buckets[index] += 1
+            self._wait_seconds += seconds
+
     def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
         """Count one suggestion: its time and its work (deals, nodes), by level."""
         values = (seconds, suggestion.deals, suggestion.nodes)
@@ -256,7 +269,14 @@ class Tally:
                 self._plan_buckets = [0] * len(self._plan_buckets)
                 self._plan_seconds = 0.0
                 suggestions, self._suggestions = self._suggestions, {}
+                waits = (self._wait_buckets, self._wait_seconds)
+                self._wait_buckets = [0] * len(self._wait_buckets)
+                self._wait_seconds = 0.0
             family = self.metrics
+            if self._held is not None:
+                family.calls_held.set(self._held())
+            if any(waits[0]):
+                _add_to_histogram(family.queue_wait_seconds, *waits)
             for labels, started, handled, buckets, seconds in methods:
                 if started:
                     family.started.labels(*labels).inc(started)

@@ -16,7 +16,9 @@ from grpc_health.v1 import _async as health_aio  # the module health.aio re-expo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from service import reflection
+from service.admission import Admission, AdmissionInterceptor, AsyncAdmissionInterceptor
 from service.config import Config
+from service.deadlines import SearchClock
 from service.grace import Grace
 from service.handlers import Handlers, Limits
 from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
@@ -52,6 +54,8 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
         ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_MS),
         ("grpc.http2.max_ping_strikes", 2),
     ]
+    if config.admission_limit:
+        options += _intake_limits(config.admission_limit)
     if config.max_connection_age_seconds > 0:
         options.append(
             ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000))
@@ -65,6 +69,26 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
     return options
 
 
+# The longest a call may wait in gRPC core before the server takes it in (whole seconds).
+MAX_UNTAKEN_SECONDS = 1
+
+
+def _intake_limits(admission_limit: int) -> list[tuple[str, int]]:
+    """gRPC core's own limits on the calls waiting for the server to take them in.
+
+    The admission bound (service/admission.py) is decided as the server takes a call in; when
+    calls come faster than the server can even take them in (and refuse them), they wait in
+    gRPC core, unseen and past their deadlines. Core then refuses what waits beyond the bound
+    (at random between it and twice it, all beyond: CANCELLED, in C, no Python work) and drops
+    what has waited a second, so the server only ever takes in calls that can still be answered.
+    """
+    return [
+        ("grpc.server.max_pending_requests", admission_limit),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * admission_limit),
+        ("grpc.server_max_unrequested_time_in_server", MAX_UNTAKEN_SECONDS),
+    ]
+
+
 def receive_limit(config: Config) -> int:
     """gRPC's own message limit: twice the configured maximum plus headroom."""
     return 2 * config.max_message_bytes + RECEIVE_HEADROOM_BYTES
@@ -74,9 +98,10 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
     limits = Limits.of(config)
     keyring = load_keys(config.signing_keys, config.signing_keys_file)
+    clock = SearchClock()
     window = config.signing_accept_unsigned
     if metrics is None:
-        return Handlers(limits, keyring=keyring, accept_unsigned=window)
+        return Handlers(limits, keyring=keyring, accept_unsigned=window, search_clock=clock)
     return Handlers(
         limits,
         observe_plan_seconds=metrics.observe_plan,
@@ -84,7 +109,20 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
         keyring=keyring,
         accept_unsigned=window,
         observe_seal=metrics.observe_seal,
+        search_clock=clock,
     )
+
+
+def _no_wait_observation(seconds: float) -> None:
+    """Without metrics: record no wait."""
+
+
+def admission_of(config: Config, metrics: Tally | None) -> Admission:
+    """The worker's admission bound, its calls held sampled into `metrics`."""
+    admission = Admission(config.admission_limit)
+    if metrics is not None:
+        metrics.watch_held(lambda: admission.held, config.admission_limit)
+    return admission
 
 
 def _address(config: Config, port: int) -> str:
@@ -114,14 +152,15 @@ HANDLERS_SECONDS = 1.0
 
 @dataclass(frozen=True, slots=True)
 class SyncServer:
-    """A built thread-pool server, its health servicer, its bound port, its handlers' threads
-    and its grace."""
+    """A built thread-pool server, its health servicer, its bound port, its handlers' threads,
+    its grace and its admission."""
 
     server: grpc.Server
     health: health.HealthServicer
     port: int
     executor: futures.ThreadPoolExecutor
     grace: Grace
+    admission: AdmissionInterceptor
 
     def start(self) -> None:
         """Start serving and report SERVING."""
@@ -138,6 +177,7 @@ class SyncServer:
         waiting = threading.Thread(target=self.executor.shutdown, name="rpc-wait", daemon=True)
         waiting.start()
         waiting.join(handlers_seconds)
+        self.admission.stop()
 
 
 def build_sync(
@@ -149,9 +189,16 @@ def build_sync(
     """Build (not start) a thread-pool server on the configured host and port (or `port`)."""
     interceptors: list[Any] = [ObservingInterceptor(observer)]
     if observer.tracing is not None:
-        # Outermost: the service's interceptor runs inside the span (see service/tracing.py).
+        # Outside it: the service's interceptor runs inside the span (see service/tracing.py).
         interceptors.insert(0, observer.tracing.interceptor())
-    executor = futures.ThreadPoolExecutor(max_workers=SYNC_THREADS, thread_name_prefix="rpc")
+    # Outermost: a call refused past the bound meets no other interceptor (service/admission.py).
+    admission = admission_of(config, observer.metrics)
+    observe_wait = observer.metrics.observe_wait if observer.metrics else _no_wait_observation
+    admitting = AdmissionInterceptor(
+        admission, observer.metrics, observer.logger, SYNC_THREADS, observe_wait
+    )
+    interceptors.insert(0, admitting)
+    executor = admitting.pool
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     add_to_server(RulesServicer(handlers), server, config.max_message_bytes)
@@ -162,7 +209,7 @@ def build_sync(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return SyncServer(server, health_servicer, bound, executor, observer.grace)
+    return SyncServer(server, health_servicer, bound, executor, observer.grace, admitting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +220,7 @@ class AsyncServer:
     health: health_aio.HealthServicer
     port: int
     grace: Grace
+    admission: AsyncAdmissionInterceptor
 
     async def start(self) -> None:
         """Start serving and report SERVING."""
@@ -197,6 +245,12 @@ async def build_async(
     interceptors: list[Any] = [AsyncObservingInterceptor(observer)]
     if observer.tracing is not None:
         interceptors.insert(0, observer.tracing.aio_interceptor())
+    admission = admission_of(config, observer.metrics)
+    observe_wait = observer.metrics.observe_wait if observer.metrics else _no_wait_observation
+    admitting = AsyncAdmissionInterceptor(
+        admission, observer.metrics, observer.logger, observe_wait
+    )
+    interceptors.insert(0, admitting)
     server = grpc.aio.server(interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     add_to_server(AsyncRulesServicer(handlers), server, config.max_message_bytes)
@@ -207,4 +261,4 @@ async def build_async(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return AsyncServer(server, health_servicer, bound, observer.grace)
+    return AsyncServer(server, health_servicer, bound, observer.grace, admitting)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -19,7 +20,7 @@ from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
-from service import errors
+from service import deadlines, errors
 from service.errors import Refusal, ServiceReason
 from service.handlers import Answer, Handlers, encoded
 
@@ -73,8 +74,14 @@ def _reader(
     return read
 
 
-def respond(handler: Callable[[Req], Resp], request: Req | Unreadable) -> Resp:
-    """Run a handler; every failure leaves as a Refusal, whatever raised it."""
+def respond(
+    handler: Callable[[Req], Resp], request: Req | Unreadable, seconds_left: float | None = None
+) -> Resp:
+    """Run a handler; every failure leaves as a Refusal, whatever raised it. A call with no
+    time left (`seconds_left`: its caller's, None for no deadline) is refused, not run."""
+    late = deadlines.expired(seconds_left)
+    if late is not None:
+        raise late
     if isinstance(request, Unreadable) and request.limit is not None:
         raise errors.refusal(
             ServiceReason.REQUEST_TOO_LARGE,
@@ -125,14 +132,15 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
 
     def SuggestMove(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Suggest a move for the seat to move."""
-        return _answer(self._handlers.suggest_move, request, context)
+        left = context.time_remaining()
+        return _answer(partial(self._handlers.suggest_move, seconds_left=left), request, context)
 
 
 def _answer(
     handler: Callable[[Req], Resp], request: Req | Unreadable, context: grpc.ServicerContext
 ) -> Resp:
     try:
-        return respond(handler, request)
+        return respond(handler, request, context.time_remaining())
     except Refusal as refusal:
         status = refusal.status()
         try:
@@ -175,7 +183,9 @@ class AsyncRulesServicer(rules_pb2_grpc.RulesServiceServicer):
 
     async def SuggestMove(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         """Suggest a move for the seat to move."""
-        return await _answer_async(self._handlers.suggest_move, request, context)
+        left = context.time_remaining()
+        search = partial(self._handlers.suggest_move, seconds_left=left)
+        return await _answer_async(search, request, context)
 
 
 async def _answer_async(
@@ -184,7 +194,7 @@ async def _answer_async(
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> Resp:
     try:
-        return respond(handler, request)
+        return respond(handler, request, context.time_remaining())
     except Refusal as refusal:
         status = refusal.status()
         await context.abort(status.code, status.details, status.trailing_metadata)

@@ -223,9 +223,11 @@ def start(
 ) -> ServedProcess:
     """Start `basra-rules serve` on loopback with JSON logs and the given flags; wait for it.
 
-    `env` is added to this process's environment (to nothing but `env` when `inherit_env`
-    is false). With `metrics`, /metrics is served on a port held free until the server binds
-    it; without, metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
+    `program` replaces this environment's `basra-rules` command (an older tree's
+    `python -m clients.cli`, run from its own `cwd`, for a before-and-after benchmark). `env`
+    is added to this process's environment (to nothing but `env` when `inherit_env` is false).
+    With `metrics`, /metrics is served on a port held free until the server binds it; without,
+    metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
     is held the same way and the server counts as started once its health check says SERVING.
     `program` is the `basra-rules` command to run (default: this environment's, `command()`;
     testkit.releases gives a previous release's).

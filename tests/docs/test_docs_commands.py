@@ -78,6 +78,14 @@ class NotRun:
 SHORT_LOAD = ("-n", "300")
 SHORT_DEFAULTS = ("--runs", "1", "--rounds", "1", "--calls", "200")
 SHORT_LOAD_BENCH = ("--rounds", "1", "--calls", "200", "--paced-seconds", "0.5")
+# One overload phase pair, one server, one RPC: the program runs end to end in about 20 s.
+SHORT_OVERLOAD = (
+    *("--variants", "sync", "--rpcs", "Apply"),
+    *("--runs", "1", "--seconds", "1", "--factors", "4"),
+)
+OVERLOAD_AGAIN = (
+    "benchmarks.overload again (minutes of both cores); its first command runs, shortened"
+)
 GHZ = NotRun(
     "ghz is not installed here (no Go toolchain); tests/load/ resolves each config through "
     "reflection as ghz does, and `basra-rules load` runs them"
@@ -190,6 +198,25 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.serve_configs --json-out /tmp/serve-configs.json": Run(
         extra=("--rounds", "1", "--calls", "200")
     ),
+    (
+        ".venv/bin/python -m benchmarks.overload --variants bare,before,sync,asyncio --before "
+        "4ebdd66 --runs 3 --json /tmp/overload.json"
+    ): Run(extra=SHORT_OVERLOAD),
+    (
+        ".venv/bin/python -m benchmarks.overload --variants bare,sync --workers 1 --rpcs "
+        "NewMatch,Apply,LegalMoves,PlayerView,Replay,SuggestMove --factors '' --json "
+        "/tmp/capacity.json"
+    ): NotRun(OVERLOAD_AGAIN),
+    (
+        ".venv/bin/python -m benchmarks.overload --variants sync/admission-limit=16,sync,"
+        "sync/admission-limit=256,sync/admission-limit=0 --rpcs SuggestMove --factors 4 --json "
+        "/tmp/bound.json"
+    ): NotRun(OVERLOAD_AGAIN),
+    (
+        ".venv/bin/python -m benchmarks.overload --variants sync/admission-limit=16,"
+        "sync/admission-limit=32,sync --rpcs SuggestMove,Apply --factors 4 --runs 2 --json "
+        "/tmp/bound2.json"
+    ): NotRun(OVERLOAD_AGAIN),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out /tmp/ladder.json": (
         Run(extra=("--seeds", "2"))
     ),

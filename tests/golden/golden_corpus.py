@@ -32,7 +32,8 @@ from service import errors
 from service.config import Config
 from service.handlers import Handlers
 from service.server import make_handlers
-from service.servicer import METHODS, RESPONSE_SERIALIZERS, _reader, respond
+from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer, respond
+from testkit.registered import method_handlers, request_reader
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "golden"
 MANIFEST = CORPUS_DIR / "manifest.json"
@@ -195,7 +196,8 @@ def in_process(profile: Profile, handlers: Handlers | None = None) -> Runner:
     """Run request bytes the way the server does: its reader, `respond`, its serializer."""
     chosen = handlers or profile.handlers()
     limit = profile.config.max_message_bytes
-    readers = {rpc: _reader(request, limit) for rpc, (request, _) in METHODS.items()}
+    registered = method_handlers(RulesServicer(chosen), limit)
+    readers = {rpc: request_reader(handler) for rpc, handler in registered.items()}
     methods = {rpc: getattr(chosen, name) for rpc, name in HANDLER_NAMES.items()}
 
     def run(rpc: str, data: bytes) -> Outcome:

@@ -33,8 +33,11 @@ from tests.golden.golden_corpus import (
 
 FILES = load_manifest()["files"]
 # Every reason a request can bring about. UNPROCESSABLE is left out: it answers an exception
-# nobody anticipated, which no request can cause while the service is correct.
-REACHABLE_REASONS = frozenset(errors.known_reasons()) - {errors.ServiceReason.UNPROCESSABLE}
+# nobody anticipated, which no request can cause while the service is correct; so are the
+# reasons of the server's load (OVERLOADED, DEADLINE_*), which no request alone causes.
+REACHABLE_REASONS = (
+    frozenset(errors.known_reasons()) - {errors.ServiceReason.UNPROCESSABLE} - errors.LOAD_REASONS
+)
 
 
 def _cases_of(file: str) -> list[Case]:

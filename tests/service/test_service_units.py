@@ -105,8 +105,9 @@ def test_the_help_names_the_variable_of_every_flag() -> None:
 
 
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
-    """No setting escapes the contract unnoticed: the extras are reflection, io, tracing and
-    the settings of signed states and TLS (keys, certificates), documented beside the contract."""
+    """No setting escapes the contract unnoticed: the extras are reflection, io, tracing, the
+    admission bound and the settings of signed states and TLS (keys, certificates), documented
+    beside the contract."""
     reserved = {
         "signing_keys",
         "signing_keys_file",
@@ -115,7 +116,7 @@ def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> 
         "tls_key",
         "tls_client_ca",
     }
-    extras = {"reflection", "io", "tracing", *reserved}
+    extras = {"reflection", "io", "tracing", "admission_limit", *reserved}
     assert {f.name for f in fields(Config)} - set(CONTRACT) == extras
 
 
@@ -185,7 +186,9 @@ def test_every_reason_has_its_status_code() -> None:
         "REQUEST_TOO_LARGE",
         "RESPONSE_TOO_LARGE",
         "BUDGET_TOO_LARGE",
+        "OVERLOADED",
     }
+    late = {"DEADLINE_EXPIRED", "DEADLINE_TOO_SHORT"}
     for engine_reason in engine.Reason:
         assert engine_reason.value in errors.known_reasons()
     for reason in errors.known_reasons():
@@ -194,6 +197,8 @@ def test_every_reason_has_its_status_code() -> None:
             assert code is grpc.StatusCode.FAILED_PRECONDITION
         elif reason in exhausted:
             assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        elif reason in late:
+            assert code is grpc.StatusCode.DEADLINE_EXCEEDED
         elif reason == "SEQ_MISMATCH":
             assert code is grpc.StatusCode.ABORTED
         elif reason == "BAD_SIGNATURE":

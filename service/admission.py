@@ -1,0 +1,427 @@
+"""Admission control: a bound on the calls a worker holds, and lanes that keep probes apart.
+
+A worker holds a call from the moment it is admitted until its handler returns: in flight
+plus queued. Past `--admission-limit` held calls, a RulesService call is refused at once,
+RESOURCE_EXHAUSTED with reason OVERLOADED, a google.rpc.RetryInfo delay and grpc's own pushback
+header, before any per-call work (its body is not even parsed, no span, no log line; it is
+counted). The bound keeps the queue short enough that what it admits is answered in time:
+without it, a queue longer than the callers' deadlines fills with calls whose callers have
+given up (docs/capacity.md has the measurements behind the mechanism and its default).
+
+The retry delay is the worker's running estimate of how long an admitted call stays in it
+(from admission to answer: how soon the queue turns over), clamped and jittered so that the
+callers refused together do not come back together.
+
+Sync server (grpc's thread pool): grpc runs every interceptor in its one polling thread,
+before it hands the call to a thread pool, so the decision is made as the call arrives. The
+server's pool is a WorkPool that counts what it holds and times the wait before work starts.
+Through grpc's per-method `experimental_thread_pool`, a refusal runs in the polling thread
+itself (declared client-streaming, so grpc does not read the request first; it never waits),
+and health checks on a thread of their own: neither queues behind the work, so a busy worker
+answers its probes and a refused caller learns it at once.
+
+Asyncio server: handlers run inline on the event loop, so a call's first step is its
+admission, and admitted calls then take turns (an asyncio.Lock, first come first served):
+between two handlers the loop admits, refuses and answers health checks, instead of running
+every queued handler in one pass first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent import futures
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+import grpc
+
+from service import errors
+from service.errors import Refusal, ServiceReason
+from service.logs import Logger
+from service.metrics import MethodTally, Tally
+from service.servicer import SERVICE_NAME
+
+RULES_PREFIX = f"/{SERVICE_NAME}/"
+# Unary health methods answered on the probe lane (Watch streams stay on the work pool: a
+# blocking stream would hold the lane's thread for as long as the client watches).
+PROBE_METHODS = ("/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/List")
+PROBE_THREADS = 1
+# The retry delay: the running mean time an admitted call stays, jittered by +-50 %, within
+# these bounds (seconds).
+MIN_RETRY_DELAY = 0.05
+MAX_RETRY_DELAY = 2.0
+FIRST_RETRY_DELAY = 0.1
+JITTER = 0.5
+# Weight of the newest call in the running mean of the time a call stays.
+STAY_WEIGHT = 0.05
+# While shedding, one warning line per this many seconds says how much (calls are not logged).
+SHED_LOG_SECONDS = 10.0
+
+Handler = Any
+Context = Any
+
+
+@dataclass
+class Admission:
+    """The calls one worker holds against its bound, and the running mean of their stay."""
+
+    limit: int
+    """Most calls held at once; 0: no bound."""
+    held: int = 0
+    stay_seconds: float = FIRST_RETRY_DELAY
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _shed_since_log: int = 0
+    _last_log: float = 0.0
+
+    def full(self) -> bool:
+        """Whether a call arriving now must be refused."""
+        return 0 < self.limit <= self.held
+
+    def enter(self) -> None:
+        """Count an admitted call as held."""
+        with self._lock:
+            self.held += 1
+
+    def leave(self, stayed: float) -> None:
+        """Count a held call as done after `stayed` seconds since its admission."""
+        with self._lock:
+            self.held -= 1
+            self.stay_seconds += STAY_WEIGHT * (stayed - self.stay_seconds)
+
+    def retry_delay(self) -> float:
+        """Seconds a refused caller should wait: about one turn of the queue, jittered."""
+        base = min(max(self.stay_seconds, MIN_RETRY_DELAY), MAX_RETRY_DELAY)
+        return round(base * random.uniform(1 - JITTER, 1 + JITTER), 3)
+
+    def overloaded(self) -> Refusal:
+        """The refusal of a call past the bound."""
+        refusal = errors.refusal(
+            ServiceReason.OVERLOADED,
+            f"This server holds {self.limit} calls already; retry after the RetryInfo delay.",
+            limit=self.limit,
+        )
+        return Refusal(
+            refusal.code, refusal.reason, refusal.message, refusal.metadata, self.retry_delay()
+        )
+
+    def shed_report(self) -> int:
+        """Count one refused call; every SHED_LOG_SECONDS, return how many (else 0)."""
+        now = time.monotonic()
+        with self._lock:
+            self._shed_since_log += 1
+            if now - self._last_log < SHED_LOG_SECONDS:
+                return 0
+            count, self._shed_since_log, self._last_log = self._shed_since_log, 0, now
+        return count
+
+
+class WorkPool(futures.ThreadPoolExecutor):
+    """The sync server's thread pool: counts the calls it holds, times their wait for a thread,
+    and counts the RulesService calls grpc ends before their handler runs (caller gone)."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        threads: int,
+        observe_wait: Callable[[float], None],
+        gone: Callable[[str], None],
+    ) -> None:
+        super().__init__(max_workers=threads, thread_name_prefix="rpc")
+        self._admission = admission
+        self._observe_wait = observe_wait
+        self._gone = gone
+        self.arriving: str | None = None
+        """The RulesService method of the call grpc submits next (set by the interceptor,
+        in the same polling thread, just before grpc submits that call)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
+        """Hold the call from now until it ends; time its wait before it starts."""
+        admission, observe_wait, gone = self._admission, self._observe_wait, self._gone
+        method, self.arriving = self.arriving, None
+        admitted = perf_counter()
+
+        def run() -> Any:
+            observe_wait(perf_counter() - admitted)
+            _running.started = False
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                # grpc runs no handler for a call whose caller is gone (deadline passed, or
+                # cancelled) by the time a thread takes it: no work was done, and it is counted.
+                if method is not None and not _running.started:
+                    gone(method)
+                admission.leave(perf_counter() - admitted)
+
+        admission.enter()
+        try:
+            return super().submit(run)
+        except BaseException:  # a stopped pool refuses work: it was never held
+            admission.leave(0.0)
+            raise
+
+
+# Per thread of the work pool: whether the call it runs reached its handler.
+_running = threading.local()
+
+
+def _started(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    """`behaviour`, marking its call as started (the work pool counts the calls never started)."""
+
+    def run(request: Any, context: Context) -> Any:
+        _running.started = True
+        return behaviour(request, context)
+
+    return run
+
+
+class Inline(futures.ThreadPoolExecutor):
+    """An executor that runs what it is given at once, in the calling thread (grpc's polling
+    thread, for refusals that never wait); a ThreadPoolExecutor only for grpc's type check."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
+        """Run `fn` now; return its outcome as a finished future."""
+        done: futures.Future[Any] = futures.Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # grpc's own wrapper catches; this is a safety net
+            done.set_exception(error)
+        return done
+
+
+def lane(name: str, threads: int) -> futures.ThreadPoolExecutor:
+    """A small pool of its own for calls that must not wait behind the work."""
+    return futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+
+
+def _on_lane(behaviour: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Any:
+    """`behaviour` run on `pool` by grpc's sync server (its per-method thread pool hook)."""
+
+    def run(request: Any, context: Context) -> Any:
+        return behaviour(request, context)
+
+    run.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    return run
+
+
+def _unary(handler: Handler, behaviour: Callable[..., Any]) -> Handler:
+    return grpc.unary_unary_rpc_method_handler(
+        behaviour, handler.request_deserializer, handler.response_serializer
+    )
+
+
+@dataclass
+class _Shedding:
+    """What refusing a call past the bound needs: the bound, its tally, the log."""
+
+    admission: Admission
+    tally: Tally | None
+    logger: Logger
+    _methods: dict[str, MethodTally] = field(default_factory=dict)
+
+    def _tally(self, method: str, code: str, reason: ServiceReason) -> None:
+        tally = self.tally
+        if tally is None:
+            return
+        counted = self._methods.get(method)
+        if counted is None:
+            service, _, name = method.lstrip("/").rpartition("/")
+            counted = self._methods[method] = tally.method("UNARY", service, name)
+        tally.started(counted)
+        tally.finished(counted, code, 0.0, reason.value)
+
+    def gone(self, method: str) -> None:
+        """Count a call whose caller was gone before its work started (no handler ran)."""
+        self._tally(method, "DEADLINE_EXCEEDED", ServiceReason.DEADLINE_EXPIRED)
+
+    def count(self, method: str) -> None:
+        """Count a refused call in the standard series and by reason; log now and then."""
+        self._tally(method, "RESOURCE_EXHAUSTED", ServiceReason.OVERLOADED)
+        shed = self.admission.shed_report()
+        if shed:
+            self.logger.warning(
+                "shedding load",
+                refused=shed,
+                reason=ServiceReason.OVERLOADED.value,
+                limit=self.admission.limit,
+                held=self.admission.held,
+            )
+
+
+class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Sync server: refuse past the bound as calls arrive; probes and refusals on their lanes.
+
+    It must be the first (outermost) interceptor: a refused call meets no other.
+    """
+
+    def __init__(
+        self,
+        admission: Admission,
+        tally: Tally | None,
+        logger: Logger,
+        threads: int,
+        observe_wait: Callable[[float], None],
+    ) -> None:
+        self.admission = admission
+        self._shedding = _Shedding(admission, tally, logger)
+        self.pool = WorkPool(admission, threads, observe_wait, self._shedding.gone)
+        """The server's thread pool (give it to grpc.server)."""
+        self.probe_lane = lane("probe", PROBE_THREADS)
+        self.inline = Inline(max_workers=1)
+        self._refusers: dict[str, Handler] = {}
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
+
+    def intercept_service(
+        self, continuation: Callable[[Any], Handler], handler_call_details: Any
+    ) -> Handler:
+        """Refuse a RulesService call past the bound; put probes on their lane."""
+        method = handler_call_details.method
+        ours = method.startswith(RULES_PREFIX)
+        if ours and self.admission.full():
+            refuser = self._refusers.get(method)
+            if refuser is None:
+                handler = continuation(handler_call_details)
+                if handler is None:
+                    return None
+                # The first refusal of a method builds its refuser.
+                self._refusers[method] = refuser = self._refuser(method, handler)
+            return refuser
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        if ours:
+            self.pool.arriving = method
+        elif method not in PROBE_METHODS:
+            return handler
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        if ours:
+            moved = _unary(handler, _started(handler.unary_unary))
+        else:
+            moved = _unary(handler, _on_lane(handler.unary_unary, self.probe_lane))
+        self._wrapped[method] = (handler, moved)
+        return moved
+
+    def _refuser(self, method: str, handler: Handler) -> Handler:
+        shedding = self._shedding
+
+        def refuse(requests: Any, context: Context) -> None:
+            shedding.count(method)
+            context.abort_with_status(shedding.admission.overloaded().status())
+
+        # Declared client-streaming, so grpc hands it the call without reading the request
+        # (a unary method's body is read before its handler runs); run in the polling thread
+        # itself, since it never waits: no thread, no queue, the cheapest refusal grpc allows.
+        return grpc.stream_unary_rpc_method_handler(
+            _on_lane(refuse, self.inline), None, handler.response_serializer
+        )
+
+    def stop(self) -> None:
+        """Stop the lanes' threads (after the server stopped)."""
+        self.probe_lane.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(slots=True)
+class _Call:
+    """An admitted asyncio call: when it was admitted, whether its turn came."""
+
+    admitted: float
+    started: bool = False
+
+
+# The admitted call of the current asyncio task (grpc runs interceptors and handler in one).
+_CALL: ContextVar[_Call] = ContextVar("basra_admitted_call")
+
+
+class AsyncAdmissionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Asyncio server: refuse past the bound at a call's first step; admitted calls take turns.
+
+    It must be the first (outermost) interceptor: a refused call meets no other.
+    """
+
+    def __init__(
+        self,
+        admission: Admission,
+        tally: Tally | None,
+        logger: Logger,
+        observe_wait: Callable[[float], None],
+    ) -> None:
+        self.admission = admission
+        self._shedding = _Shedding(admission, tally, logger)
+        self._observe_wait = observe_wait
+        self.turn = asyncio.Lock()
+        """Held by the admitted call whose handler runs (tests hold it to fill the queue)."""
+        self._refusers: dict[str, Handler] = {}
+        self._queued: dict[str, tuple[Handler, Handler]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Awaitable[Handler]],
+        handler_call_details: Any,
+    ) -> Handler:
+        """Refuse a RulesService call past the bound; queue the others for their turn."""
+        method = handler_call_details.method
+        if not method.startswith(RULES_PREFIX):
+            return await continuation(handler_call_details)
+        admission = self.admission
+        if admission.full():
+            refuser = self._refusers.get(method)
+            if refuser is None:
+                handler = await continuation(handler_call_details)
+                if handler is None:
+                    return None
+                self._refusers[method] = refuser = self._refuser(method, handler)
+            return refuser
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        known = self._queued.get(method)
+        if known is None or known[0] is not handler:
+            known = (handler, self._taking_turns(handler))
+            self._queued[method] = known
+        # Held until the call's task ends, however it ends (even before its handler runs).
+        call = _Call(perf_counter())
+        _CALL.set(call)
+        admission.enter()
+        task = asyncio.current_task()
+        if task is None:  # not run by grpc's server: nothing to release the call at its end
+            admission.leave(0.0)
+        else:
+            task.add_done_callback(lambda _: self._done(method, call))
+        return known[1]
+
+    def _done(self, method: str, call: _Call) -> None:
+        if not call.started:  # its caller went away before its turn came: no work was done
+            self._shedding.gone(method)
+        self.admission.leave(perf_counter() - call.admitted)
+
+    def _taking_turns(self, handler: Handler) -> Handler:
+        inner = handler.unary_unary
+        turn, observe_wait = self.turn, self._observe_wait
+
+        async def queued(request: Any, context: Context) -> Any:
+            async with turn:
+                call = _CALL.get(None)
+                if call is not None:
+                    call.started = True
+                    observe_wait(perf_counter() - call.admitted)
+                return await inner(request, context)
+
+        return _unary(handler, queued)
+
+    def _refuser(self, method: str, handler: Handler) -> Handler:
+        shedding = self._shedding
+
+        async def refuse(requests: Any, context: Context) -> None:
+            shedding.count(method)
+            status = shedding.admission.overloaded().status()
+            await context.abort(status.code, status.details, status.trailing_metadata)
+
+        # Client-streaming: grpc hands it the call without reading the request first.
+        return grpc.stream_unary_rpc_method_handler(refuse, None, handler.response_serializer)
