@@ -10,6 +10,17 @@ interval over the duplicate pairs.
     .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 1000 --procs 2
     taskset -c 1 .venv/bin/python -m benchmarks.bot_ladder --pair GREEDY RANDOM 100 --procs 1
 
+A side is a player of benchmarks/bot_players.py: a level (RANDOM, GREEDY, STRONG), BASE (the
+STRONG of another checkout, --baseline TREE) or a peeker (PEEK_HAND, PEEK_DECK: the ceiling),
+each optionally with a budget of its own (`STRONG:8:1000`). --set changes a module constant
+of this checkout's bot for the run (screening a lever before it is written in):
+
+    git worktree add /tmp/base 78cc514
+    nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --baseline /tmp/base --pair STRONG BASE 9
+    nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair PEEK_HAND GREEDY 200
+    nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --pair STRONG GREEDY 200 \
+        --set levels.MAX_DEPTH=6
+
 Runs on other seeds (--start) add up: --merge reads the --json-out files of several runs and
 prints each pairing pooled over them (matches and wins summed, the Wilson interval of the
 sum, the margin per hand over all hands; the margin's interval joins the runs' intervals as
@@ -19,6 +30,7 @@ independent estimates weighted by hands).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import multiprocessing
@@ -30,10 +42,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import bot_players
 from benchmarks.measure import finish, header, now
-from engine import Action, Status, apply, new_match
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
-from engine.view import information_set
+from engine import Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET, Budget
 
 # Seeds per pairing (matches are twice as many): at least 2,000 matches of STRONG v GREEDY.
 LADDER = (("STRONG", "GREEDY", 1000), ("GREEDY", "RANDOM", 500), ("STRONG", "RANDOM", 300))
@@ -49,18 +61,28 @@ class Match:
     hands: int
 
 
+_players: dict[tuple[str, Budget], bot_players.Decide] = {}
+
+
+def _player(spec: str, budget: Budget) -> bot_players.Decide:
+    key = (spec, budget)
+    if key not in _players:
+        _players[key] = bot_players.player(spec, budget)
+    return _players[key]
+
+
 def play(job: tuple[bytes, str, str, bool, int, int]) -> Match:
-    """Play one match; `first_seat0` puts the first level in seat 0."""
+    """Play one match; `first_seat0` puts the first player in seat 0."""
     seed, first, second, first_seat0, deals, nodes = job
     budget = Budget(deals, nodes)
-    levels = (Level(first), Level(second)) if first_seat0 else (Level(second), Level(first))
+    sides = (first, second) if first_seat0 else (second, first)
+    players = [_player(spec, budget) for spec in sides]
     me = 0 if first_seat0 else 1
     state, _ = new_match(seed)
     while state.status is Status.IN_PROGRESS:
         seat = state.to_move
         assert seat is not None
-        chosen = suggest(information_set(state, seat), levels[seat], b"", budget)
-        state, _ = apply(state, Action(seat, chosen.card, chosen.plan_id), check=False)
+        state, _ = apply(state, players[seat](state), check=False)
     margin = state.totals[me] - state.totals[1 - me]
     return Match(state.winner == me, margin, state.hand_number)
 
@@ -154,6 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first seed number")
     parser.add_argument("--deals", type=int, default=DEFAULT_BUDGET.deals)
     parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
+    parser.add_argument("--baseline", type=Path, help="checkout whose STRONG plays as BASE")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=INT",
+        help="set a constant of engine.bot.MODULE for this run (screening only)",
+    )
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--merge", nargs="+", type=Path, metavar="JSON", help="pool runs")
     args = parser.parse_args(argv)
@@ -163,9 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     pairs: list[tuple[str, str, int]] = (
         [(a.upper(), b.upper(), int(n)) for a, b, n in args.pair] if args.pair else list(LADDER)
     )
+    for a, b, _ in pairs:  # a misspelt player stops the run before it starts
+        bot_players.parse(a, DEFAULT_BUDGET)
+        bot_players.parse(b, DEFAULT_BUDGET)
     if args.seeds is not None:
         pairs = [(a, b, args.seeds) for a, b, _ in pairs]
     budget = Budget(args.deals, args.nodes)
+    if args.baseline:
+        bot_players.load_baseline(args.baseline)
+    for setting in args.set:
+        _apply_setting(setting)
     started = now()
     with multiprocessing.get_context("fork").Pool(args.procs) as pool:
         results = [
@@ -174,11 +211,22 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{header('bot_ladder', started, argv)}\n"
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
-        f"nodes; {args.procs} processes; seeds ladder-{args.start}.."
+        f"nodes; {args.procs} processes; seeds ladder-{args.start}..; "
+        f"BASE from {bot_players.baseline_tree()}"
     )
     _print_table(results)
     finish(args.json_out, started, argv, {"results": [asdict(r) for r in results]})
     return 0
+
+
+def _apply_setting(setting: str) -> None:
+    """`MODULE.NAME=INT`: set engine.bot.MODULE.NAME for this run (the forked workers too)."""
+    target, _, value = setting.partition("=")
+    module_name, _, name = target.rpartition(".")
+    module = importlib.import_module(f"engine.bot.{module_name}")
+    if not hasattr(module, name):
+        raise SystemExit(f"engine.bot.{module_name} has no {name}")
+    setattr(module, name, int(value))
 
 
 def _print_table(results: list[Result]) -> None:

@@ -26,7 +26,7 @@ from engine.bot.evaluation import (
 )
 from engine.bot.moves import EQUIVALENCE, MILLI, Effect, clearers, points_of, steps_on
 from engine.cards import Card, mask_of
-from engine.facts import HAND_CARDS, MAJORITY_CARDS, TARGET
+from engine.facts import DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, TARGET
 from engine.plans import RELEVANT
 
 INFINITY = 1 << 50
@@ -66,10 +66,20 @@ class RoundSearch:
 
     __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
 
-    def __init__(self, majority_points: int, deck_mask: int, node_limit: int, depth: int) -> None:
+    def __init__(
+        self,
+        majority_points: int,
+        deck_mask: int,
+        node_limit: int,
+        depth: int,
+        next_deal: tuple[int, int] | None = None,
+    ) -> None:
+        """`next_deal`: the next round's hands (the non-dealer's, the dealer's) as masks, when
+        the deal fixes them: the search then goes on past the round's end while its depth lasts.
+        """
         self.depth = depth
         self._negamax, self._round_over, self._nodes = _round_search(
-            majority_points, deck_mask, node_limit
+            majority_points, deck_mask, node_limit, next_deal
         )
 
     @property
@@ -91,8 +101,9 @@ class RoundSearch:
         def value(play: Effect, rest: Hand) -> int:
             after, gain, taken = play
             if not other and not rest:
-                # The round's last play: no search below it, but one node of work.
-                return gain - round_over(after, counts[1], counts[0] + taken, True)
+                # The round's last play: no search below it (one node of work), or the next
+                # round's when the deal fixes it.
+                return gain - round_over(after, counts[1], counts[0] + taken, depth - 1)
             return gain - negamax(
                 theirs,
                 mask_of(rest),
@@ -108,10 +119,10 @@ class RoundSearch:
 
 
 def _round_search(
-    majority: int, deck_mask: int, node_limit: int
+    majority: int, deck_mask: int, node_limit: int, next_deal: tuple[int, int] | None
 ) -> tuple[
     Callable[[int, int, int, int, int, int, int, int], int],
-    Callable[[int, int, int, bool], int],
+    Callable[[int, int, int, int], int],
     Callable[[], int],
 ]:
     """The negamax of one deal, its round-end evaluation and its node counter."""
@@ -120,26 +131,46 @@ def _round_search(
     relevant_of = RELEVANT
     table: dict[int, tuple[int, int]] = {}
     nodes = 0
+    # With the next deal fixed, the search may cross the current round's end (once): that end
+    # is where the piles and the floor hold every card but the deck's (`boundary`).
+    first_hand, second_hand = next_deal or (0, 0)
+    boundary = DECK_SIZE - deck_mask.bit_count()
+    later_deck = deck_mask & ~(first_hand | second_hand)
+    later_exposure = EXPOSURE[HAND_CARDS][later_deck.bit_count()]
 
-    def round_over(floor: int, mine: int, theirs: int, counted: bool = False) -> int:
-        """The round is over: value for the seat that plays first in the next one.
-
-        `counted`: count this position as a node (the inner callers count their own).
-        """
-        nonlocal nodes
-        if counted:
-            if nodes >= node_limit:
-                raise OutOfNodes
-            nodes += 1
+    def evaluate(floor: int, mine: int, theirs: int) -> int:
+        """The round is over: value for the seat that plays first in the next one."""
+        if next_deal and floor.bit_count() + mine + theirs != boundary:
+            chance = later_exposure[(clearers(floor) & later_deck).bit_count()] if floor else 0
+        else:
+            chance = exposure[(clearers(floor) & deck_mask).bit_count()] if floor else 0
         value = majority * share[mine][theirs]
         if not floor:
             return value
         return (
             value
-            + exposure[(clearers(floor) & deck_mask).bit_count()]
+            + chance
             + FLOOR_CARD * floor.bit_count()
             + FLOOR_POINTS * points_of(floor) // MILLI
         )
+
+    def round_over(  # noqa: PLR0917
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int = -INFINITY,
+        beta: int = INFINITY,
+    ) -> int:
+        """A play ended the round: the value for the seat that plays first in the next one,
+        searched on in the next deal while `depth` plies are left, else evaluated (one node)."""
+        if depth > 0 and next_deal and floor.bit_count() + mine + theirs == boundary:
+            return negamax(first_hand, second_hand, floor, mine, theirs, depth, alpha, beta)
+        nonlocal nodes
+        if nodes >= node_limit:
+            raise OutOfNodes
+        nodes += 1
+        return evaluate(floor, mine, theirs)
 
     def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
         mover: int,
@@ -163,11 +194,28 @@ def _round_search(
             items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
             if not other:
                 # The round's last play: each step ends the round.
+                if depth > 1 and next_deal:
+                    for moved, gain, taken in zip(items, items, items, strict=True):
+                        value = gain - round_over(
+                            floor ^ moved,
+                            theirs,
+                            mine + taken,
+                            depth - 1,
+                            gain - beta,
+                            gain - alpha,
+                        )
+                        if value > best:
+                            best = value
+                            if value > alpha:
+                                alpha = value
+                                if alpha >= beta:
+                                    break
+                    return best
                 for moved, gain, taken in zip(items, items, items, strict=True):
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
-                    value = gain - round_over(floor ^ moved, theirs, mine + taken)
+                    value = gain - evaluate(floor ^ moved, theirs, mine + taken)
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
