@@ -25,7 +25,7 @@ from engine.bot.evaluation import (
     MAJORITY_SHARE,
 )
 from engine.bot.moves import EQUIVALENCE, MILLI, Effect, clearers, points_of, steps_on
-from engine.cards import Card, mask_of
+from engine.cards import CARD_BITS, Card, mask_of
 from engine.facts import DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, TARGET
 from engine.plans import RELEVANT
 
@@ -129,6 +129,9 @@ def _round_search(
     exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
     share = MAJORITY_SHARE
     relevant_of = RELEVANT
+    # Names bound here, read as fast as literals in the loops below: a step's key is
+    # moves.step_key written out (a call per step would cost more than the step).
+    card_bits, mask_bits, count_bits = CARD_BITS, DECK_SIZE, DECK_SIZE.bit_length()
     table: dict[int, tuple[int, int]] = {}
     nodes = 0
     # With the next deal fixed, the search may cross the current round's end (once): that end
@@ -191,7 +194,7 @@ def _round_search(
             # One card left: no choice of card, no transpositions worth a table entry.
             card = mover.bit_length() - 1
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
             if not other:
                 # The round's last play: each step ends the round.
                 if depth > 1 and next_deal:
@@ -248,7 +251,7 @@ def _round_search(
             return best
         # The position as one integer: both hands, the floor and this seat's pile count
         # (the other's follows from them); the depth left follows from the hands.
-        key = (((mover << 52 | other) << 52 | floor) << 6) | mine
+        key = (((mover << mask_bits | other) << mask_bits | floor) << count_bits) | mine
         bounds = table.get(key)
         if bounds is not None:
             low, high = bounds
@@ -274,7 +277,7 @@ def _round_search(
             tried |= kind
             rest = mover ^ bit
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
             for moved, gain, taken in zip(items, items, items, strict=True):
                 children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
         children.sort(reverse=True)
@@ -366,6 +369,7 @@ def _endgame(
     majority = majority_points * MILLI
     target = TARGET * MILLI
     relevant_of = RELEVANT
+    card_bits = CARD_BITS  # moves.step_key written out, as in _round_search
     first_total, second_total = totals[0] * MILLI, totals[1] * MILLI
     nodes = 0
 
@@ -411,7 +415,7 @@ def _endgame(
             # The hand's last play: each step ends the hand.
             card = mover[0]
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
             for moved, gain, taken in zip(items, items, items, strict=True):
                 if nodes >= node_limit:
                     raise OutOfNodes
@@ -431,7 +435,7 @@ def _endgame(
             tried |= kind
             rest = mover[:i] + mover[i + 1 :]
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << 6 | card))  # step_key
+            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
             for moved, gain, taken in zip(items, items, items, strict=True):
                 after = floor ^ moved
                 if taken:
