@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent import futures
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
 
@@ -106,9 +106,7 @@ class Admission:
             f"This server holds {self.limit} calls already; retry after the RetryInfo delay.",
             limit=self.limit,
         )
-        return Refusal(
-            refusal.code, refusal.reason, refusal.message, refusal.metadata, self.retry_delay()
-        )
+        return replace(refusal, retry_delay=self.retry_delay())
 
     def shed_report(self) -> int:
         """Count one refused call; every SHED_LOG_SECONDS, return how many (else 0)."""
