@@ -13,7 +13,6 @@ from itertools import combinations
 from math import comb
 
 from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
-from engine.bot.inference import unlikely_cards
 from engine.bot.moves import MILLI, Effect, clearers, effects, points_of
 from engine.bot.sampling import Draws
 from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
@@ -253,49 +252,11 @@ def _strong(
             return solved
     pool = cards_of(info.unseen_mask)
     size = info.opponent_hand_size
-    capturers = basras = 0
-    if TRAIL_ODDS or BASRA_ODDS:
-        capturers, basras = unlikely_cards(info, info.unseen_mask)
-    if capturers:
-        hands = likely_hands(Draws(seed), pool, size, budget.deals, capturers, basras)
-    elif comb(len(pool), size) <= budget.deals:
+    if comb(len(pool), size) <= budget.deals:
         hands = list(combinations(pool, size))
     else:
         hands = balanced_hands(Draws(seed), pool, size, budget.deals)
     return _search(info, options, hands, budget, spent)
-
-
-TRAIL_ODDS = 0
-"""A lever screened and not kept (engine.bot.inference): when set, a hand that could have
-captured where the opponent trailed is kept 1 time in this many."""
-BASRA_ODDS = 0
-"""The same lever: a hand that could have cleared that floor, 1 time in this many."""
-MAX_DRAWS = 64
-"""Draws tried for one deal before the last one drawn is taken as it is."""
-
-
-def likely_hands(  # noqa: PLR0917
-    draws: Draws,
-    pool: tuple[Card, ...],
-    size: int,
-    count: int,
-    capturers: int,
-    basras: int,
-) -> list[tuple[Card, ...]]:
-    """`count` hands drawn in proportion to how likely the opponent's trails make them."""
-    hands: list[tuple[Card, ...]] = []
-    while len(hands) < count:
-        for _ in range(MAX_DRAWS):
-            hand = draws.sample(pool, size)
-            held = mask_of(hand)
-            if held & basras:
-                if BASRA_ODDS and draws.below(BASRA_ODDS):
-                    continue
-            elif held & capturers and TRAIL_ODDS and draws.below(TRAIL_ODDS):
-                continue
-            break
-        hands.append(tuple(sorted(hand)))
-    return hands
 
 
 def search_hands(
