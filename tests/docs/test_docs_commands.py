@@ -86,6 +86,11 @@ SHORT_OVERLOAD = (
 OVERLOAD_AGAIN = (
     "benchmarks.overload again (minutes of both cores); its first command runs, shortened"
 )
+BUDGETS = (
+    "nice -n 10 .venv/bin/python -m benchmarks.bot_budgets --budgets 1:60 4:500 8:1100 16:2200 "
+    "32:5000 --seeds 200 --procs 2 --matches 20 --warm 5 --cpu 1 --json-out /tmp/budgets400.json "
+    "--png /tmp/bot_budgets400.png"
+)
 GHZ = NotRun(
     "ghz is not installed here (no Go toolchain); tests/load/ resolves each config through "
     "reflection as ghz does, and `basra-rules load` runs them"
@@ -249,11 +254,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),
+    BUDGETS: Run(
+        extra=("--budgets", "1:60", "2:200", "--seeds", "2", "--matches", "1", "--warm", "1")
+    ),
     (
-        "nice -n 10 .venv/bin/python -m benchmarks.bot_budgets --budgets 1:60 4:500 8:1100 "
-        "16:2200 32:5000 --seeds 30 --procs 2 --matches 20 --warm 5 --cpu 1 --json-out "
-        "/tmp/budgets.json --png /tmp/bot_budgets.png"
-    ): Run(extra=("--budgets", "1:60", "2:200", "--seeds", "2", "--matches", "1", "--warm", "1")),
+        ".venv/bin/python -m benchmarks.bot_budgets --from-json /tmp/budgets400.json --png "
+        "/tmp/bot_budgets400.png"
+    ): Run(after=(BUDGETS,)),
     ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
         "the image test itself, which the test command runs (-s only shows its figures)"
     ),
