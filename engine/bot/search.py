@@ -64,7 +64,7 @@ def root_values(
 class RoundSearch:
     """Search of the rest of the current round in one sampled deal, `depth` plies at most."""
 
-    __slots__ = ("_negamax", "_nodes", "_reply", "_round_over", "depth")
+    __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
 
     def __init__(
         self,
@@ -78,7 +78,7 @@ class RoundSearch:
         the deal fixes them: the search then goes on past the round's end while its depth lasts.
         """
         self.depth = depth
-        self._negamax, self._round_over, self._nodes, self._reply = _round_search(
+        self._negamax, self._round_over, self._nodes = _round_search(
             majority_points, deck_mask, node_limit, next_deal
         )
 
@@ -104,11 +104,6 @@ class RoundSearch:
                 # The round's last play: no search below it (one node of work), or the next
                 # round's when the deal fixes it.
                 return gain - round_over(after, counts[1], counts[0] + taken, depth - 1)
-            if SOFT_REPLY and theirs & (theirs - 1) and depth > 2:
-                best, first = self._reply(
-                    theirs, mask_of(rest), after, counts[1], counts[0] + taken, depth - 1
-                )
-                return gain - (best - (best - first) * SOFT_REPLY // 1000)
             return gain - negamax(
                 theirs,
                 mask_of(rest),
@@ -123,22 +118,14 @@ class RoundSearch:
         return root_values(moves, hand, value)
 
 
-SOFT_REPLY = 0
-"""A lever screened for issue 18: thousandths of the way from the opponent's best first reply
-(it knows this seat's hand in a sampled deal) to the reply it would make blind (its biggest
-immediate gain, the first in move order)."""
-
-
 def _round_search(
     majority: int, deck_mask: int, node_limit: int, next_deal: tuple[int, int] | None
 ) -> tuple[
     Callable[[int, int, int, int, int, int, int, int], int],
     Callable[[int, int, int, int], int],
     Callable[[], int],
-    Callable[[int, int, int, int, int, int], tuple[int, int]],
 ]:
-    """The negamax of one deal, its round-end evaluation, its node counter and its
-    opponent's reply below the root."""
+    """The negamax of one deal, its round-end evaluation and its node counter."""
     exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
     share = MAJORITY_SHARE
     relevant_of = RELEVANT
@@ -325,42 +312,7 @@ def _round_search(
     def count() -> int:
         return nodes
 
-    def reply(  # noqa: PLR0917
-        mover: int, other: int, floor: int, mine: int, theirs: int, depth: int
-    ) -> tuple[int, int]:
-        """The opponent's node below the root: its best value and its first child's."""
-        nonlocal nodes
-        if nodes >= node_limit:
-            raise OutOfNodes
-        nodes += 1
-        children: list[tuple[int, int, int, int, int]] = []
-        tried = 0
-        left = mover
-        while left:
-            bit = left & -left
-            left ^= bit
-            card = bit.bit_length() - 1
-            kind = EQUIVALENCE[card]
-            if tried & kind:
-                continue
-            tried |= kind
-            rest = mover ^ bit
-            relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
-            for moved, gain, taken in zip(items, items, items, strict=True):
-                children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
-        children.sort(reverse=True)
-        best = first = -INFINITY
-        for _, after, gain, taken, rest in children:
-            value = gain - negamax(
-                other, rest, after, theirs, mine + taken, depth - 1, -INFINITY, gain - best
-            )
-            if first == -INFINITY:
-                first = value
-            best = max(best, value)
-        return best, first
-
-    return negamax, round_over, count, reply
+    return negamax, round_over, count
 
 
 class EndgameSolver:
