@@ -257,7 +257,8 @@ def _same_result(
     state: State,
     events: Sequence[Event],
 ) -> None:
-    """A NewMatch or Apply result equals the referee's state, events, views and moves."""
+    """A NewMatch or Apply result equals the referee's state, events (all, each seat's and the
+    public ones), moves and seed commitment."""
     _same(f"{method} state", result.state, messages.state_to_proto(state))
     _same(f"{method} events", list(result.events), messages.events_to_proto(events))
     for seat in (0, 1):
@@ -266,6 +267,11 @@ def _same_result(
             list(result.seat_events[seat].events),
             messages.events_to_proto(engine.seat_events(tuple(events), seat)),
         )
+    _same(
+        f"{method} public_events",
+        list(result.public_events),
+        messages.events_to_proto(engine.public_events(tuple(events))),
+    )
     _same(
         f"{method} legal_moves",
         result.legal_moves,

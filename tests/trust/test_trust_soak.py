@@ -6,7 +6,7 @@ import base64
 import json
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -61,11 +61,20 @@ def test_short_soak_of_signed_states_finds_no_error_and_measures_every_worker(
         assert start is not None and end is not None and start > 0 and end > 0
 
 
-class _TamperingStub:
-    """A stub whose Apply answers come back with one card of the floor changed."""
+def _later_seq(result: pb.ApplyResponse) -> None:
+    result.state.seq += 1
 
-    def __init__(self, real: Any) -> None:
+
+def _public_event_lost(result: pb.ApplyResponse) -> None:
+    del result.public_events[-1]
+
+
+class _TamperingStub:
+    """A stub whose Apply answers come back with one thing changed by `tamper`."""
+
+    def __init__(self, real: Any, tamper: Callable[[pb.ApplyResponse], None]) -> None:
         self._real = real
+        self._tamper = tamper
 
     def __getattr__(self, method: str) -> Any:
         call = getattr(self._real, method)
@@ -74,20 +83,28 @@ class _TamperingStub:
 
         def tampered(request: pb.ApplyRequest, timeout: float) -> pb.ApplyResponse:
             result: pb.ApplyResponse = call(request, timeout=timeout)
-            result.state.seq += 1
+            self._tamper(result)
             return result
 
         return tampered
 
 
-def test_the_referee_catches_an_answer_that_differs(server: harness.ServedProcess) -> None:
-    """The check is real: one changed field in an Apply answer is reported as a mismatch."""
+@pytest.mark.parametrize(
+    ("tamper", "found"),
+    [(_later_seq, "Apply state"), (_public_event_lost, "Apply public_events")],
+)
+def test_the_referee_catches_an_answer_that_differs(
+    server: harness.ServedProcess, tamper: Callable[[pb.ApplyResponse], None], found: str
+) -> None:
+    """The check is real: one changed field in an Apply answer (the state's seq, or one public
+    event dropped) is reported as a mismatch of that field."""
     with grpc.insecure_channel(server.target) as channel:
-        stub = _TamperingStub(rules_pb2_grpc.RulesServiceStub(channel))  # type: ignore[no-untyped-call]
+        real = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        stub = _TamperingStub(real, tamper)
         counts = soak.SoakCounts()
         pacer = soak.Pacer(1000.0, float("inf"))
         table = soak.Table(stub, random.Random(3), pacer, counts)
-        with pytest.raises(soak.Mismatch, match="Apply state"):
+        with pytest.raises(soak.Mismatch, match=found):
             table.play_match()
     assert counts.calls["NewMatch"] == 1 and counts.calls["Apply"] == 1
 
