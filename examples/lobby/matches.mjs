@@ -6,6 +6,17 @@
 import crypto from 'node:crypto';
 
 export const LEVELS = ['BOT_LEVEL_RANDOM', 'BOT_LEVEL_GREEDY', 'BOT_LEVEL_STRONG'];
+// The strengths this lobby offers people, weakest first, as bot seats: a level and, for
+// STRONG, a budget of search (docs/bot.md, "Difficulty", measures each step against its
+// neighbours; `strong` takes the service's default). The names are the lobby's own: the
+// service's contract has levels and budgets, which stay exact whatever a name means.
+export const DIFFICULTIES = {
+  beginner: { bot: 'BOT_LEVEL_RANDOM' },
+  novice: { bot: 'BOT_LEVEL_STRONG', budget: { deals: 1, nodes: 60 } },
+  casual: { bot: 'BOT_LEVEL_GREEDY' },
+  club: { bot: 'BOT_LEVEL_STRONG', budget: { deals: 4, nodes: 500 } },
+  strong: { bot: 'BOT_LEVEL_STRONG' },
+};
 const SPECTATORS = 2; // index of the spectators' audience, after seat 0 and seat 1
 
 /** A request the lobby refuses itself (unknown match, wrong token, ...): an HTTP status. */
@@ -30,7 +41,8 @@ export class Lobby {
   }
 
   /**
-   * Deal a new match. `seats` holds one entry per seat: { human: true } or { bot: LEVEL }.
+   * Deal a new match. `seats` holds one entry per seat: { human: true } or a bot seat,
+   * { bot: LEVEL } or { bot: 'BOT_LEVEL_STRONG', budget: { deals, nodes } } (DIFFICULTIES).
    * `turnSeconds` (0: no timer) is how long a human seat has before the bot plays for it.
    */
   async create({ labels = ['', ''], seats, turnSeconds = 0, timeoutLevel = 'BOT_LEVEL_GREEDY', seed }) {
@@ -168,30 +180,32 @@ export class Lobby {
     match.deadline = null;
     const seat = match.state.to_move;
     if (match.state.status !== 'STATUS_IN_PROGRESS' || seat === undefined) return;
-    const { bot } = match.seats[seat];
+    const { bot, budget } = match.seats[seat];
     if (bot) {
-      match.timer = setTimeout(() => this.#autoplay(match, seat, bot, null), this.botDelayMs);
+      match.timer = setTimeout(() => this.#autoplay(match, seat, bot, budget, null), this.botDelayMs);
     } else if (match.turnMs > 0) {
       match.deadline = Date.now() + match.turnMs;
       match.timer = setTimeout(
-        () => this.#autoplay(match, seat, match.timeoutLevel, { timeout: seat }),
+        () => this.#autoplay(match, seat, match.timeoutLevel, undefined, { timeout: seat }),
         match.turnMs,
       );
     }
   }
 
-  // SuggestMove for the seat to move, then Apply of exactly that action.
-  async #autoplay(match, seat, level, note) {
+  // SuggestMove for the seat to move (with the seat's budget, if it has one), then Apply of
+  // exactly that action.
+  async #autoplay(match, seat, level, budget, note) {
     const seq = match.state.seq ?? 0;
     try {
-      const { action, reason } = await this.rules.suggestMove({ ...current(match), seat, level });
+      const request = { ...current(match), seat, level, ...(budget ? { budget } : {}) };
+      const { action, reason } = await this.rules.suggestMove(request);
       await this.#apply(match, action, seq, { ...note, seat, level, reason });
     } catch (error) {
       // A human's move got in first (SEQ_MISMATCH), or the service stayed unreachable after its
       // retries: nothing was stored, so try again on the position as it is now.
       this.log({ event: 'autoplay_failed', match: match.id, seat, reason: error.reason ?? error.message });
       if ((match.state.seq ?? 0) === seq) {
-        match.timer = setTimeout(() => this.#autoplay(match, seat, level, note), 1000);
+        match.timer = setTimeout(() => this.#autoplay(match, seat, level, budget, note), 1000);
       }
     }
   }

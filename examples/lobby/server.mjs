@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-import { LEVELS, Lobby, LobbyError } from './matches.mjs';
+import { DIFFICULTIES, LEVELS, Lobby, LobbyError } from './matches.mjs';
 import { replay } from './replay.mjs';
 import { connect } from './rules.mjs';
 
@@ -53,6 +53,13 @@ function level(name) {
   return name;
 }
 
+function difficulty(name) {
+  if (!Object.hasOwn(DIFFICULTIES, name)) {
+    throw new LobbyError(400, `difficulty must be one of ${Object.keys(DIFFICULTIES).join(', ')}`);
+  }
+  return name;
+}
+
 function seatNumber(value) {
   const seat = Number(value);
   if (seat !== 0 && seat !== 1) throw new LobbyError(400, 'seat must be 0 or 1');
@@ -74,9 +81,9 @@ function newMatchOf(body) {
   if (body.opponent === 'human') {
     return { labels: [name(body.name, 'You'), name(body.opponentName, 'Guest')], seats: [{ human: true }, { human: true }], turnSeconds };
   }
-  const bot = level(body.level ?? 'BOT_LEVEL_GREEDY');
-  const botName = `${bot.replace('BOT_LEVEL_', '').toLowerCase()} bot`;
-  return { labels: [name(body.name, 'You'), botName], seats: [{ human: true }, { bot }], turnSeconds };
+  const strength = difficulty(String(body.difficulty ?? 'casual'));
+  const seats = [{ human: true }, { ...DIFFICULTIES[strength] }];
+  return { labels: [name(body.name, 'You'), `${strength} bot`], seats, turnSeconds };
 }
 
 function serveStatic(url, response) {

@@ -21,7 +21,7 @@ import { promisify } from 'node:util';
 import grpc from '@grpc/grpc-js';
 import { chromium } from 'playwright-core';
 
-import { Lobby } from '../../examples/lobby/matches.mjs';
+import { DIFFICULTIES, Lobby } from '../../examples/lobby/matches.mjs';
 import { connect, loadService } from '../../examples/lobby/rules.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -160,7 +160,7 @@ describe('the example lobby in a browser', () => {
     const page = await context.newPage();
     await page.goto(lobbyUrl);
     await page.fill('#name', 'Tester');
-    await page.selectOption('#level', 'BOT_LEVEL_GREEDY');
+    await page.selectOption('#difficulty', 'casual');
     await page.click('#create');
     await page.waitForURL(/table\.html/);
     const match = new URL(page.url()).searchParams.get('match');
@@ -313,13 +313,22 @@ describe('the lobby module against a rules service that signs its states', () =>
     }
   }
 
-  test('bot against bot: each move the signed state with expected_seq; each audience its own cards', async () => {
+  test('bot against bot: each move the signed state with expected_seq; each audience its own cards; each bot its strength', async () => {
     const applied = [];
-    const observed = { ...rules, apply: (request) => applied.push(request) && rules.apply(request) };
+    const asked = [];
+    const observed = {
+      ...rules,
+      apply: (request) => applied.push(request) && rules.apply(request),
+      suggestMove: async (request) => {
+        const answer = await rules.suggestMove(request);
+        asked.push({ request, answer });
+        return answer;
+      },
+    };
     const lobby = new Lobby(observed, { botDelayMs: 0 });
     const match = await lobby.create({
-      labels: ['random', 'greedy'],
-      seats: [{ bot: 'BOT_LEVEL_RANDOM' }, { bot: 'BOT_LEVEL_GREEDY' }],
+      labels: ['novice', 'casual'],
+      seats: [{ ...DIFFICULTIES.novice }, { ...DIFFICULTIES.casual }],
     });
     const got = [[], [], []];
     lobby.watch(match, 0, (message) => got[0].push(message));
@@ -330,6 +339,21 @@ describe('the lobby module against a rules service that signs its states', () =>
     lobby.close();
 
     assert.equal(applied.length, match.actions.length);
+    // The novice seat asks STRONG with its small budget, and the service searched within it;
+    // the casual seat asks GREEDY with no budget.
+    assert.equal(asked.length, applied.length);
+    for (const { request, answer } of asked) {
+      if (request.seat === 0) {
+        assert.equal(request.level, 'BOT_LEVEL_STRONG');
+        assert.deepEqual(request.budget, { deals: 1, nodes: 60 });
+        assert.ok(Number(answer.work?.nodes ?? 0) <= 60, `nodes ${answer.work?.nodes}`);
+        assert.ok(Number(answer.work?.deals ?? 0) <= 1, `deals ${answer.work?.deals}`);
+      } else {
+        assert.equal(request.level, 'BOT_LEVEL_GREEDY');
+        assert.equal(request.budget, undefined);
+      }
+    }
+    assert.ok(asked.some(({ request, answer }) => request.seat === 0 && Number(answer.work?.nodes ?? 0) > 0));
     applied.forEach((request, seq) => {
       assert.equal(request.state, undefined, 'a signing service gets the signed state alone');
       assert.equal(request.signed_state.key_id, 'e2e');

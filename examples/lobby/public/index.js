@@ -11,7 +11,7 @@ $('new').addEventListener('submit', async (submit) => {
   const answer = await post('/api/matches', {
     name: $('name').value,
     opponent,
-    level: $('level').value,
+    difficulty: $('difficulty').value,
     turnSeconds: Number($('turn').value),
   });
   if (answer.error || answer.refusal) {
