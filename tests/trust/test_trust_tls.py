@@ -107,7 +107,14 @@ def test_the_served_process_reads_the_tls_variables_the_chart_sets(pki: PKI) -> 
 def test_unusable_security_settings_stop_the_server_at_start(
     env: dict[str, str], problem: str
 ) -> None:
-    done = subprocess.run(
+    done = _serve(env)
+    assert done.returncode == 2
+    assert problem in done.stderr
+
+
+def _serve(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`basra-rules serve` on free ports with `env` added, run until it exits."""
+    return subprocess.run(
         [*harness.command(), "serve", "--port", "0", "--metrics-port", "0"],
         env={**os.environ, **env},
         capture_output=True,
@@ -115,8 +122,6 @@ def test_unusable_security_settings_stop_the_server_at_start(
         timeout=60,
         check=False,
     )
-    assert done.returncode == 2
-    assert problem in done.stderr
 
 
 def _corrupt(pem: bytes) -> bytes:
@@ -173,14 +178,7 @@ def test_every_unusable_tls_file_or_pair_stops_the_server_naming_file_and_proble
         "BASRA_TLS_CLIENT_CA": paths["client_ca"],
         "TMPDIR": str(scratch),
     }
-    done = subprocess.run(
-        [*harness.command(), "serve", "--port", "0", "--metrics-port", "0"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _serve(env)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
