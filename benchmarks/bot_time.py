@@ -1,12 +1,14 @@
-"""CPU time of one STRONG decision at the default budget, on realistic positions, in process.
+"""CPU time of one STRONG decision at the default budget, in process, as a worker makes it.
 
-Positions: every decision of the STRONG seat in whole matches of STRONG against GREEDY (both
-seats in turn), so they come in the proportions real play has them: round starts, the last
-round, single moves. The process first plays some other matches (warm memos, as a server
-that has been up a while) and then moves its start-up objects out of the collector's sight
-with gc.freeze(), as the service's workers do; the collector stays on. Each decision is then
-timed with time.process_time(): p50, p90, p99, max and mean, the nodes searched, the slowest
-decisions with the collections that ran inside them. Run it pinned to one core:
+The process starts as a service worker does (the plan table installed, then everything so
+far moved out of the collector's sight with gc.freeze(); the collector stays on), plays
+warm-up matches until the memos are full (a worker that has been up a while), and then times
+every decision of the STRONG seat in whole matches of STRONG against GREEDY (both seats in
+turn) with time.process_time(), each the first time it is made: round starts, the last
+round and single moves come in the proportions real play has them, and no decision finds
+the memos filled by its own earlier search. Prints p50, p90, p99, max and mean, the nodes
+searched, the fill of the bot's memos, and the slowest decisions with the collections that
+ran inside them. Run it pinned to one core:
 
     taskset -c 1 .venv/bin/python -m benchmarks.bot_time
     taskset -c 1 .venv/bin/python -m benchmarks.bot_time --matches 20 --deals 16 --nodes 2500
@@ -20,18 +22,27 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks.measure import finish, header, now, percentile
 from engine import Action, Status, apply, new_match
-from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
+from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, suggest
+from engine.bot.moves import clearers, steps_on
 from engine.infoset import InformationSet
 from engine.view import information_set
+from service import plan_table
 
 
-def positions(matches: int, tag: str, budget: Budget) -> list[InformationSet]:
-    """Every information set at which the STRONG seat decides, over whole matches."""
+def positions(
+    matches: int,
+    tag: str,
+    budget: Budget,
+    decide: Callable[[InformationSet], Suggestion] | None = None,
+) -> list[InformationSet]:
+    """Every information set at which the STRONG seat decides, over whole matches; `decide`,
+    when given, makes the STRONG seat's decisions instead, and nothing is kept."""
     found: list[InformationSet] = []
     for number in range(matches):
         state, _ = new_match(f"{tag}-{number}".encode())
@@ -41,28 +52,41 @@ def positions(matches: int, tag: str, budget: Budget) -> list[InformationSet]:
             assert seat is not None
             info = information_set(state, seat)
             level = Level.STRONG if seat == strong else Level.GREEDY
-            if level is Level.STRONG:
-                found.append(info)
-            chosen = suggest(info, level, b"", budget)
+            if level is Level.STRONG and decide is not None:
+                chosen = decide(info)
+            else:
+                if level is Level.STRONG:
+                    found.append(info)
+                chosen = suggest(info, level, b"", budget)
             state, _ = apply(state, Action(seat, chosen.card, chosen.plan_id), check=False)
     return found
+
+
+def memo_fill() -> str:
+    """How full the bot's memos are, and how often they answered."""
+    out = []
+    for memo in (steps_on, clearers):
+        info = memo.cache_info()
+        rate = info.hits / max(1, info.hits + info.misses)
+        out.append(f"{memo.__name__} {info.currsize}/{info.maxsize} ({rate:.1%} hits)")
+    return ", ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Time the decisions and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--matches", type=int, default=40, help="matches of timed positions")
-    parser.add_argument("--warm", type=int, default=10, help="matches played first, untimed")
+    parser.add_argument("--matches", type=int, default=100, help="matches of timed decisions")
+    parser.add_argument("--warm", type=int, default=100, help="matches played first, untimed")
     parser.add_argument("--deals", type=int, default=DEFAULT_BUDGET.deals)
     parser.add_argument("--nodes", type=int, default=DEFAULT_BUDGET.nodes)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
     started = now()
     budget = Budget(args.deals, args.nodes)
-    positions(args.warm, "bot-time-warm", budget)
-    timed = positions(args.matches, "bot-time", budget)
+    plan_table.install()
     gc.collect()
     gc.freeze()
+    positions(args.warm, "bot-time-warm", budget)
     pauses: list[tuple[float, int]] = []
     began: list[float] = []
 
@@ -72,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             pauses.append((time.process_time() - began.pop(), int(info["generation"])))
 
-    gc.callbacks.append(observe)
     rows: list[dict[str, Any]] = []
-    for info in timed:
+
+    def timed(info: InformationSet) -> Suggestion:
         seen = len(pauses)
         start = time.process_time()
         answer = suggest(info, Level.STRONG, b"", budget)
@@ -92,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                 "gc_generations": [g for _, g in collections],
             }
         )
+        return answer
+
+    gc.callbacks.append(observe)
+    positions(args.matches, "bot-time", budget, decide=timed)
     gc.callbacks.remove(observe)
     times = sorted(r["ms"] for r in rows)
     nodes = sorted(r["nodes"] for r in rows)
@@ -99,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{header('bot_time', started, argv)}\n"
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {len(rows)} STRONG decisions of {args.matches} matches against GREEDY, after "
-        f"{args.warm} warm-up matches; gc on, start-up objects frozen"
+        f"{args.warm} warm-up matches; gc on, start-up objects frozen; memos: {memo_fill()}"
     )
     print(
         f"CPU ms per decision: p50 {percentile(times, 0.5):.2f}, p90 {percentile(times, 0.9):.2f}, "
