@@ -13,7 +13,9 @@ objects and tracks it again when a tracked key comes in), and the next collectio
 walk it entry by entry: pauses of milliseconds with full memos, in the middle of calls. The
 values are plain tuples of ints for the same reason: the collector untracks those, so a full
 memo adds nothing to its pauses (with Plan objects inside, 65,536 entries made each full
-collection take over 100 ms).
+collection take over 100 ms). It untracks a nested tuple only a level per collection,
+though, so entries that churn reach the oldest generation still tracked: callers that meet
+many floors no match reaches (the bot's search) compute through unkept_plans instead.
 """
 
 from __future__ import annotations
@@ -63,20 +65,43 @@ _TABLE: dict[int, bytes] = {}
 _RULE_MEMOS: list[_lru_cache_wrapper[Any]] = []  # memoised_plans' memos
 
 
-def memoised_plans(rule: Callable[[int, int, bool, int], _T]) -> _lru_cache_wrapper[_T]:
+_Taken = tuple[tuple[Taken, ...] | None, int]
+TakenCards = Callable[[int], _Taken]
+"""taken_cards, or what computes the same without keeping it."""
+# A rule of plans: kind, relevant floor, whether others lie there, work limit, and where it
+# gets what the plans take of the smaller cards.
+_Rule = Callable[[int, int, bool, int, TakenCards], _T]
+
+
+def _fields(key: int) -> tuple[int, int, bool, int]:
+    """The kind, relevant floor, `others` bit and work limit packed in a plans key."""
+    return (
+        key & _KIND_FIELD,
+        key >> KIND_BITS + 1 & _MASK_FIELD,
+        bool(key >> KIND_BITS & 1),
+        key >> LIMIT_SHIFT or DEFAULT_WORK_LIMIT,
+    )
+
+
+def memoised_plans(rule: _Rule[_T]) -> _lru_cache_wrapper[_T]:
     """`rule` (the plans of a kind on the relevant floor, whether others lie there, within a
-    work limit) memoised by the plans key; its `__wrapped__` computes without keeping."""
+    work limit) memoised by the plans key, through taken_cards."""
 
     @lru_cache(maxsize=1 << 16)
     def plans(key: int) -> _T:
-        return rule(
-            key & _KIND_FIELD,
-            key >> KIND_BITS + 1 & _MASK_FIELD,
-            bool(key >> KIND_BITS & 1),
-            key >> LIMIT_SHIFT or DEFAULT_WORK_LIMIT,
-        )
+        return rule(*_fields(key), taken_cards)
 
     _RULE_MEMOS.append(plans)
+    return plans
+
+
+def unkept_plans(rule: _Rule[_T]) -> Callable[[int], _T]:
+    """`rule` by the plans key, keeping nothing in the plans or taken-card memos (the shapes'
+    memo stays: its keys are suit-blind, so few floors make new entries there)."""
+
+    def plans(key: int) -> _T:
+        return rule(*_fields(key), _taken_unkept)
+
     return plans
 
 
@@ -107,8 +132,7 @@ def _unpack_small(key: int) -> tuple[int, int, int]:
     return key & _VALUE_FIELD, key >> VALUE_BITS & _MASK_FIELD, key >> VALUE_BITS + _MASK_BITS
 
 
-@lru_cache(maxsize=1 << 16)
-def taken_cards(key: int) -> tuple[tuple[Taken, ...] | None, int]:
+def _taken_unkept(key: int) -> _Taken:
     """Per plan of a played value, what it takes of the smaller floor cards, and the search's
     work; None instead of the plans when the work passes the limit. `key`: small_key of the
     value, the smaller floor cards (a bitmask) and the limit."""
@@ -134,6 +158,10 @@ def taken_cards(key: int) -> tuple[tuple[Taken, ...] | None, int]:
             )
         )
     return tuple(out), found.work
+
+
+taken_cards = lru_cache(maxsize=1 << 16)(_taken_unkept)
+"""_taken_unkept memoised: what every call of the service reads."""
 
 
 @lru_cache(maxsize=1 << 14)

@@ -29,7 +29,14 @@ from engine.cards import (
 )
 from engine.errors import Reason, RuleError
 from engine.facts import DECK_SIZE, DEFAULT_WORK_LIMIT, RANKS, SEVEN_OF_DIAMONDS
-from engine.plan_memo import KIND_BITS, LIMIT_SHIFT, memoised_plans, small_key, taken_cards
+from engine.plan_memo import (
+    KIND_BITS,
+    LIMIT_SHIFT,
+    TakenCards,
+    memoised_plans,
+    small_key,
+    unkept_plans,
+)
 
 
 @shows_codes
@@ -88,8 +95,11 @@ the whole floor is a Basra); keying memos on these alone lets floors that differ
 share one result."""
 
 
-def _kind_plans(kind: int, floor: int, others: bool, limit: int) -> _Memoised:
-    """The plans of a card kind on the floor cards it looks at; `others`: more lie there."""
+def _kind_plans(
+    kind: int, floor: int, others: bool, limit: int, taken_cards: TakenCards
+) -> _Memoised:
+    """The plans of a card kind on the floor cards it looks at; `others`: more lie there;
+    `taken_cards` says what plans take of the smaller cards."""
     if not floor:
         return (), 0
     if kind in _SWEEP_KINDS:
@@ -167,13 +177,13 @@ plans_for = _generation(
     """Return the capture plans of `card` on a floor, in offered order; empty means it trails.""",
 )
 plans_unmemoised = _generation(
-    _plans_cached.__wrapped__,
+    unkept_plans(_kind_plans),
     "plans_unmemoised",
-    """plans_for without keeping the answer in its memo, for a caller with a memo of its own.
+    """plans_for without keeping anything in its memos, for a caller with a memo of its own.
 
     The bot's search meets hundreds of thousands of floors no match reaches and keeps what
     it needs of their plans itself (engine.bot.moves). Through plans_for, those floors would
-    push the floors of real play out of the memo, and each new entry (nested tuples, which
+    push the floors of real play out of the memos, and each new entry (nested tuples, which
     the collector untracks only a level per collection) would drift into the oldest
     generation, for a full collection to walk: tens of milliseconds inside a call.
     """,

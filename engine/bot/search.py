@@ -64,7 +64,7 @@ def root_values(
 class RoundSearch:
     """Search of the rest of the current round in one sampled deal, `depth` plies at most."""
 
-    __slots__ = ("_negamax", "_nodes", "_round_over", "depth")
+    __slots__ = ("_forget", "_negamax", "_nodes", "_round_over", "depth")
 
     def __init__(
         self,
@@ -78,7 +78,7 @@ class RoundSearch:
         the deal fixes them: the search then goes on past the round's end while its depth lasts.
         """
         self.depth = depth
-        self._negamax, self._round_over, self._nodes = _round_search(
+        self._negamax, self._round_over, self._nodes, self._forget = _round_search(
             majority_points, deck_mask, node_limit, next_deal
         )
 
@@ -115,7 +115,13 @@ class RoundSearch:
                 INFINITY,
             )
 
-        return root_values(moves, hand, value)
+        try:
+            return root_values(moves, hand, value)
+        finally:
+            # The closures of one deal refer to each other, so only the cyclic collector
+            # would free them and their table: emptied here, the table goes at once instead
+            # of piling up, deal after deal, for a full collection to free in one long pause.
+            self._forget()
 
 
 def _round_search(
@@ -124,8 +130,10 @@ def _round_search(
     Callable[[int, int, int, int, int, int, int, int], int],
     Callable[[int, int, int, int], int],
     Callable[[], int],
+    Callable[[], None],
 ]:
-    """The negamax of one deal, its round-end evaluation and its node counter."""
+    """The negamax of one deal, its round-end evaluation, its node counter and what empties
+    its transposition table."""
     exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
     share = MAJORITY_SHARE
     relevant_of = RELEVANT
@@ -312,18 +320,26 @@ def _round_search(
     def count() -> int:
         return nodes
 
-    return negamax, round_over, count
+    def forget() -> None:
+        # The three closures call one another through this scope's cells: emptying the
+        # cells breaks the cycle, so the deal's search is freed at once by its last
+        # reference (with its table), not later by the cyclic collector.
+        nonlocal negamax, round_over, evaluate
+        del negamax, round_over, evaluate
+        table.clear()
+
+    return negamax, round_over, count, forget
 
 
 class EndgameSolver:
     """Exact search of the last round of a hand (deck empty: both hands known), to its end."""
 
-    __slots__ = ("_nodes", "_solve")
+    __slots__ = ("_forget", "_nodes", "_solve")
 
     def __init__(self, majority_points: int, totals: tuple[int, int], node_limit: int) -> None:
         """`totals`: match totals of the non-dealer (who moves when the hand ends), then of
         the dealer."""
-        self._solve, self._nodes = _endgame(majority_points, totals, node_limit)
+        self._solve, self._nodes, self._forget = _endgame(majority_points, totals, node_limit)
 
     @property
     def nodes(self) -> int:
@@ -359,13 +375,21 @@ class EndgameSolver:
                 -INFINITY, INFINITY,
             )  # fmt: skip
 
-        return root_values(moves, hand, value)
+        try:
+            return root_values(moves, hand, value)
+        finally:
+            self._forget()  # as in RoundSearch.values
 
 
 def _endgame(
     majority_points: int, totals: tuple[int, int], node_limit: int
-) -> tuple[Callable[[Hand, Hand, int, int, int, int, int, int, int, int], int], Callable[[], int]]:
-    """The exact solver of one last round and its node counter."""
+) -> tuple[
+    Callable[[Hand, Hand, int, int, int, int, int, int, int, int], int],
+    Callable[[], int],
+    Callable[[], None],
+]:
+    """The exact solver of one last round, its node counter and what frees it (as in
+    _round_search)."""
     majority = majority_points * MILLI
     target = TARGET * MILLI
     relevant_of = RELEVANT
@@ -455,4 +479,8 @@ def _endgame(
     def count() -> int:
         return nodes
 
-    return solve, count
+    def forget() -> None:
+        nonlocal solve
+        del solve
+
+    return solve, count, forget
