@@ -1,9 +1,12 @@
 """Memory the engine's plan memos take when full: RSS while random matches fill them.
 
     .venv/bin/python -m benchmarks.memo_memory --matches 7000
+    .venv/bin/python -m benchmarks.memo_memory --matches 0 --strong 300
 
 The memos are bounded LRU caches, so a worker's memory grows while they fill and then stays
-flat; this prints the resident size and the fill of each memo every 1000 matches.
+flat; this prints the resident size and the fill of each memo every 1000 matches. With
+--strong, matches of STRONG against GREEDY follow (the bot's own memos fill with the floors
+of its searches), with the same print every 50 matches.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import argparse
 import random
 import sys
 
+from benchmarks.bot_time import positions
 from engine import Status, apply, new_match
+from engine.bot import DEFAULT_BUDGET
+from engine.bot.moves import clearers, steps_on
 from engine.plan_memo import _shape_plans, taken_cards
 from engine.plans import _plans_cached
 from testkit.actions import random_action
@@ -31,6 +37,7 @@ def main() -> int:
     """Play random matches and print RSS and memo sizes every 1000 matches."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--matches", type=int, default=7000)
+    parser.add_argument("--strong", type=int, default=0, help="STRONG v GREEDY matches after")
     args = parser.parse_args()
     print(f"start: {rss_mib():.1f} MiB")
     rnd = random.Random(3)
@@ -44,6 +51,14 @@ def main() -> int:
                 for f in (_plans_cached, taken_cards, _shape_plans)
             ]
             print(f"{number} matches: {rss_mib():.1f} MiB; memos {' '.join(sizes)}")
+    for number in range(1, args.strong + 1):
+        positions(1, f"memo-strong-{number}", DEFAULT_BUDGET)
+        if number % 50 == 0 or number == args.strong:
+            sizes = [
+                f"{f.__name__} {f.cache_info().currsize}/{f.cache_info().maxsize}"
+                for f in (_plans_cached, taken_cards, _shape_plans, steps_on, clearers)
+            ]
+            print(f"{number} STRONG matches: {rss_mib():.1f} MiB; memos {', '.join(sizes)}")
     return 0
 
 

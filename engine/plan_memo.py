@@ -100,7 +100,7 @@ def unkept_plans(rule: _Rule[_T]) -> Callable[[int], _T]:
     memo stays: its keys are suit-blind, so few floors make new entries there)."""
 
     def plans(key: int) -> _T:
-        return rule(*_fields(key), _taken_unkept)
+        return rule(*_fields(key), taken_cards.__wrapped__)
 
     return plans
 
@@ -132,7 +132,8 @@ def _unpack_small(key: int) -> tuple[int, int, int]:
     return key & _VALUE_FIELD, key >> VALUE_BITS & _MASK_FIELD, key >> VALUE_BITS + _MASK_BITS
 
 
-def _taken_unkept(key: int) -> _Taken:
+@lru_cache(maxsize=1 << 16)
+def taken_cards(key: int) -> _Taken:
     """Per plan of a played value, what it takes of the smaller floor cards, and the search's
     work; None instead of the plans when the work passes the limit. `key`: small_key of the
     value, the smaller floor cards (a bitmask) and the limit."""
@@ -158,10 +159,6 @@ def _taken_unkept(key: int) -> _Taken:
             )
         )
     return tuple(out), found.work
-
-
-taken_cards = lru_cache(maxsize=1 << 16)(_taken_unkept)
-"""_taken_unkept memoised: what every call of the service reads."""
 
 
 @lru_cache(maxsize=1 << 14)
