@@ -286,6 +286,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "-k new_match"
     ): FUZZ,
     ".venv/bin/python -m benchmarks.memo_memory --matches 8000": Run(extra=("--matches", "20")),
+    ".venv/bin/python -m benchmarks.memo_memory --matches 8000 --strong 300": Run(
+        extra=("--matches", "20", "--strong", "2")
+    ),
     (
         ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
         "/tmp/fuzz-in-process.json"
