@@ -1,4 +1,4 @@
-"""Memory the engine's plan memos take when full: RSS while random matches fill them.
+"""Memory the memos of plan generation and of the bot take when full: RSS while matches fill them.
 
     .venv/bin/python -m benchmarks.memo_memory --matches 7000
     .venv/bin/python -m benchmarks.memo_memory --matches 0 --strong 300
