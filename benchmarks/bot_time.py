@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.measure import finish, header, now, percentile
+from benchmarks.measure import finish, header, memo_fill, now, percentile
 from engine import Action, Status, apply, new_match
 from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, suggest
 from engine.bot.moves import clearers, steps_on
@@ -60,16 +60,6 @@ def positions(
                 chosen = suggest(info, level, b"", budget)
             state, _ = apply(state, Action(seat, chosen.card, chosen.plan_id), check=False)
     return found
-
-
-def memo_fill() -> str:
-    """How full the bot's memos are, and how often they answered."""
-    out = []
-    for memo in (steps_on, clearers):
-        info = memo.cache_info()
-        rate = info.hits / max(1, info.hits + info.misses)
-        out.append(f"{memo.__name__} {info.currsize}/{info.maxsize} ({rate:.1%} hits)")
-    return ", ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{header('bot_time', started, argv)}\n"
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {len(rows)} STRONG decisions of {args.matches} matches against GREEDY, after "
-        f"{args.warm} warm-up matches; gc on, start-up objects frozen; memos: {memo_fill()}"
+        f"{args.warm} warm-up matches; gc on, start-up objects frozen; memos: "
+        f"{memo_fill(steps_on, clearers)}"
     )
     print(
         f"CPU ms per decision: p50 {percentile(times, 0.5):.2f}, p90 {percentile(times, 0.9):.2f}, "

@@ -34,6 +34,16 @@ def scratch(prefix: str) -> str:
     return directory
 
 
+def memo_fill(*memos: Any) -> str:
+    """How full each lru_cache memo is and how often it answered, by name."""
+    out = []
+    for memo in memos:
+        info = memo.cache_info()
+        rate = info.hits / max(1, info.hits + info.misses)
+        out.append(f"{memo.__name__} {info.currsize}/{info.maxsize} ({rate:.1%} hits)")
+    return ", ".join(out)
+
+
 def now() -> datetime.datetime:
     """The current time in UTC: when a run started."""
     return datetime.datetime.now(datetime.UTC)

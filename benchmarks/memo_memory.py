@@ -16,6 +16,7 @@ import random
 import sys
 
 from benchmarks.bot_time import positions
+from benchmarks.measure import memo_fill
 from engine import Status, apply, new_match
 from engine.bot import DEFAULT_BUDGET
 from engine.bot.moves import clearers, steps_on
@@ -41,24 +42,18 @@ def main() -> int:
     args = parser.parse_args()
     print(f"start: {rss_mib():.1f} MiB")
     rnd = random.Random(3)
+    plan_memos = (_plans_cached, taken_cards, _shape_plans)
     for number in range(1, args.matches + 1):
         state, _ = new_match(f"memo-{number}".encode())
         while state.status is Status.IN_PROGRESS:
             state, _ = apply(state, random_action(state, rnd), check=False)
         if number % 1000 == 0:
-            sizes = [
-                f"{f.cache_info().currsize}/{f.cache_info().maxsize}"
-                for f in (_plans_cached, taken_cards, _shape_plans)
-            ]
-            print(f"{number} matches: {rss_mib():.1f} MiB; memos {' '.join(sizes)}")
+            print(f"{number} matches: {rss_mib():.1f} MiB; memos {memo_fill(*plan_memos)}")
     for number in range(1, args.strong + 1):
         positions(1, f"memo-strong-{number}", DEFAULT_BUDGET)
         if number % 50 == 0 or number == args.strong:
-            sizes = [
-                f"{f.__name__} {f.cache_info().currsize}/{f.cache_info().maxsize}"
-                for f in (_plans_cached, taken_cards, _shape_plans, steps_on, clearers)
-            ]
-            print(f"{number} STRONG matches: {rss_mib():.1f} MiB; memos {', '.join(sizes)}")
+            memos = memo_fill(*plan_memos, steps_on, clearers)
+            print(f"{number} STRONG matches: {rss_mib():.1f} MiB; memos {memos}")
     return 0
 
 

@@ -118,9 +118,6 @@ class RoundSearch:
         try:
             return root_values(moves, hand, value)
         finally:
-            # The closures of one deal refer to each other, so only the cyclic collector
-            # would free them and their table: emptied here, the table goes at once instead
-            # of piling up, deal after deal, for a full collection to free in one long pause.
             self._forget()
 
 
@@ -132,8 +129,8 @@ def _round_search(
     Callable[[], int],
     Callable[[], None],
 ]:
-    """The negamax of one deal, its round-end evaluation, its node counter and what empties
-    its transposition table."""
+    """The negamax of one deal, its round-end evaluation, its node counter and what lets the
+    deal's search be freed once done."""
     exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
     share = MAJORITY_SHARE
     relevant_of = RELEVANT
@@ -321,12 +318,11 @@ def _round_search(
         return nodes
 
     def forget() -> None:
-        # The three closures call one another through this scope's cells: emptying the
-        # cells breaks the cycle, so the deal's search is freed at once by its last
-        # reference (with its table), not later by the cyclic collector.
-        nonlocal negamax, round_over, evaluate
-        del negamax, round_over, evaluate
-        table.clear()
+        # negamax and round_over call themselves and each other through this scope's cells,
+        # a cycle only the cyclic collector would free, table and all, in a full collection's
+        # pause; emptying the cells lets the last reference free the deal's search at once.
+        nonlocal negamax, round_over
+        del negamax, round_over
 
     return negamax, round_over, count, forget
 
