@@ -24,8 +24,17 @@ from engine.bot.evaluation import (
     FLOOR_POINTS,
     MAJORITY_SHARE,
 )
-from engine.bot.moves import EQUIVALENCE, MILLI, Effect, clearers, points_of, steps_on
-from engine.cards import CARD_BITS, Card, mask_of
+from engine.bot.moves import (
+    EQUIVALENCE,
+    MILLI,
+    ONE_STEP,
+    Effect,
+    clearers,
+    each_step,
+    points_of,
+    steps_on,
+)
+from engine.cards import CARD_BITS, Card, card_points, mask_of
 from engine.facts import DECK_SIZE, HAND_CARDS, MAJORITY_CARDS, TARGET
 from engine.plans import RELEVANT
 
@@ -137,6 +146,7 @@ def _round_search(
     # Names bound here, read as fast as literals in the loops below: a step's key is
     # moves.step_key written out (a call per step would cost more than the step).
     card_bits, mask_bits, count_bits = CARD_BITS, DECK_SIZE, DECK_SIZE.bit_length()
+    one_step = ONE_STEP
     table: dict[int, tuple[int, int]] = {}
     nodes = 0
     # With the next deal fixed, the search may cross the current round's end (once): that end
@@ -155,12 +165,7 @@ def _round_search(
         value = majority * share[mine][theirs]
         if not floor:
             return value
-        return (
-            value
-            + chance
-            + FLOOR_CARD * floor.bit_count()
-            + FLOOR_POINTS * points_of(floor) // MILLI
-        )
+        return value + chance + FLOOR_CARD * floor.bit_count() + FLOOR_POINTS * card_points(floor)
 
     def round_over(  # noqa: PLR0917
         floor: int,
@@ -199,11 +204,12 @@ def _round_search(
             # One card left: no choice of card, no transpositions worth a table entry.
             card = mover.bit_length() - 1
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
+            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
             if not other:
                 # The round's last play: each step ends the round.
                 if depth > 1 and next_deal:
-                    for moved, gain, taken in zip(items, items, items, strict=True):
+                    ways = (steps,) if len(steps) == one_step else each_step(steps)
+                    for moved, gain, taken in ways:
                         value = gain - round_over(
                             floor ^ moved,
                             theirs,
@@ -219,7 +225,8 @@ def _round_search(
                                 if alpha >= beta:
                                     break
                     return best
-                for moved, gain, taken in zip(items, items, items, strict=True):
+                ways = (steps,) if len(steps) == one_step else each_step(steps)
+                for moved, gain, taken in ways:
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
@@ -228,7 +235,8 @@ def _round_search(
                         best = value
                 return best
             if depth <= 1:
-                for _moved, gain, taken in zip(items, items, items, strict=True):
+                ways = (steps,) if len(steps) == one_step else each_step(steps)
+                for _moved, gain, taken in ways:
                     if nodes >= node_limit:
                         raise OutOfNodes
                     nodes += 1
@@ -236,7 +244,8 @@ def _round_search(
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
-            for moved, gain, taken in zip(items, items, items, strict=True):
+            ways = (steps,) if len(steps) == one_step else each_step(steps)
+            for moved, gain, taken in ways:
                 value = gain - negamax(
                     other,
                     0,
@@ -282,8 +291,9 @@ def _round_search(
             tried |= kind
             rest = mover ^ bit
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
-            for moved, gain, taken in zip(items, items, items, strict=True):
+            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
+            ways = (steps,) if len(steps) == one_step else each_step(steps)
+            for moved, gain, taken in ways:
                 children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
         children.sort(reverse=True)
         if depth <= 1:
@@ -389,7 +399,7 @@ def _endgame(
     majority = majority_points * MILLI
     target = TARGET * MILLI
     relevant_of = RELEVANT
-    card_bits = CARD_BITS  # moves.step_key written out, as in _round_search
+    card_bits, one_step = CARD_BITS, ONE_STEP  # as in _round_search
     first_total, second_total = totals[0] * MILLI, totals[1] * MILLI
     nodes = 0
 
@@ -435,8 +445,9 @@ def _endgame(
             # The hand's last play: each step ends the hand.
             card = mover[0]
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
-            for moved, gain, taken in zip(items, items, items, strict=True):
+            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
+            ways = (steps,) if len(steps) == one_step else each_step(steps)
+            for moved, gain, taken in ways:
                 if nodes >= node_limit:
                     raise OutOfNodes
                 nodes += 1
@@ -455,8 +466,9 @@ def _endgame(
             tried |= kind
             rest = mover[:i] + mover[i + 1 :]
             relevant = floor & relevant_of[card]
-            items = iter(steps_on((relevant << 1 | (relevant != floor)) << card_bits | card))
-            for moved, gain, taken in zip(items, items, items, strict=True):
+            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
+            ways = (steps,) if len(steps) == one_step else each_step(steps)
+            for moved, gain, taken in ways:
                 after = floor ^ moved
                 if taken:
                     value = -solve(
