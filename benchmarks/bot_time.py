@@ -29,7 +29,7 @@ from typing import Any
 from benchmarks.measure import finish, header, memo_fill, now, percentile
 from engine import Action, Status, apply, new_match
 from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, suggest
-from engine.bot.moves import clearers, steps_on
+from engine.bot.moves import clearers, distinct_cards, steps_on
 from engine.infoset import InformationSet
 from engine.view import information_set
 from service import plan_table
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python {platform.python_version()}; budget {budget.deals} deals, {budget.nodes} "
         f"nodes; {len(rows)} STRONG decisions of {args.matches} matches against GREEDY, after "
         f"{args.warm} warm-up matches; gc on, start-up objects frozen; memos: "
-        f"{memo_fill(steps_on, clearers)}"
+        f"{memo_fill(steps_on, clearers, distinct_cards)}"
     )
     print(
         f"CPU ms per decision: p50 {percentile(times, 0.5):.2f}, p90 {percentile(times, 0.9):.2f}, "

@@ -19,7 +19,7 @@ from benchmarks.bot_time import positions
 from benchmarks.measure import memo_fill
 from engine import Status, apply, new_match
 from engine.bot import DEFAULT_BUDGET
-from engine.bot.moves import clearers, steps_on
+from engine.bot.moves import clearers, distinct_cards, steps_on
 from engine.plan_memo import _shape_plans, taken_cards
 from engine.plans import _plans_cached
 from testkit.actions import random_action
@@ -52,7 +52,7 @@ def main() -> int:
     for number in range(1, args.strong + 1):
         positions(1, f"memo-strong-{number}", DEFAULT_BUDGET)
         if number % 50 == 0 or number == args.strong:
-            memos = memo_fill(*plan_memos, steps_on, clearers)
+            memos = memo_fill(*plan_memos, steps_on, clearers, distinct_cards)
             print(f"{number} STRONG matches: {rss_mib():.1f} MiB; memos {memos}")
     return 0
 

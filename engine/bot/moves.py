@@ -133,6 +133,20 @@ EQUIVALENCE: tuple[int, ...] = tuple(
     for card in range(DECK_SIZE)
 )
 
+
+@lru_cache(maxsize=1 << 12)
+def distinct_cards(hand: int) -> tuple[Card, ...]:
+    """The cards of a hand (a bitmask) a search tries: in canonical order, the first of each
+    EQUIVALENCE bit. A decision meets a few hundred hands, each in many nodes."""
+    tried = 0
+    out: list[Card] = []
+    for card in cards_of(hand):
+        if not tried & EQUIVALENCE[card]:
+            tried |= EQUIVALENCE[card]
+            out.append(card)
+    return tuple(out)
+
+
 # The ranks without a value other than the J (Q, K): they take only cards of their rank.
 _RANK_ONLY: tuple[int, ...] = tuple(
     RANK_MASKS[rank] for rank, value in enumerate(RANK_VALUES) if not value and rank != JACK_RANK

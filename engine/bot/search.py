@@ -30,6 +30,7 @@ from engine.bot.moves import (
     ONE_STEP,
     Effect,
     clearers,
+    distinct_cards,
     each_step,
     points_of,
     steps_on,
@@ -279,17 +280,8 @@ def _round_search(
             low, high = -INFINITY, INFINITY
         start = alpha
         children: list[tuple[int, int, int, int, int]] = []
-        tried = 0
-        left = mover
-        while left:
-            bit = left & -left
-            left ^= bit
-            card = bit.bit_length() - 1
-            kind = EQUIVALENCE[card]
-            if tried & kind:
-                continue
-            tried |= kind
-            rest = mover ^ bit
+        for card in distinct_cards(mover):
+            rest = mover ^ 1 << card
             relevant = floor & relevant_of[card]
             steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
             ways = (steps,) if len(steps) == one_step else each_step(steps)
