@@ -261,6 +261,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         ".venv/bin/python -m benchmarks.bot_budgets --from-json /tmp/budgets400.json --png "
         "/tmp/bot_budgets400.png"
     ): Run(after=(BUDGETS,)),
+    (
+        ".venv/bin/python -m benchmarks.bot_budgets --from-json /tmp/budgets400.json --retime "
+        "--cpu 1 --matches 20 --warm 5 --json-out /tmp/budgets400-retimed.json --png "
+        "/tmp/bot_budgets400.png"
+    ): Run(after=(BUDGETS,), extra=("--matches", "1", "--warm", "1")),
     ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
         "the image test itself, which the test command runs (-s only shows its figures)"
     ),
