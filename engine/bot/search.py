@@ -206,10 +206,10 @@ def _round_search(
             card = mover.bit_length() - 1
             relevant = floor & relevant_of[card]
             steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
+            ways = (steps,) if len(steps) == one_step else each_step(steps)
             if not other:
                 # The round's last play: each step ends the round.
                 if depth > 1 and next_deal:
-                    ways = (steps,) if len(steps) == one_step else each_step(steps)
                     for moved, gain, taken in ways:
                         value = gain - round_over(
                             floor ^ moved,
@@ -226,7 +226,6 @@ def _round_search(
                                 if alpha >= beta:
                                     break
                     return best
-                ways = (steps,) if len(steps) == one_step else each_step(steps)
                 for moved, gain, taken in ways:
                     if nodes >= node_limit:
                         raise OutOfNodes
@@ -236,7 +235,6 @@ def _round_search(
                         best = value
                 return best
             if depth <= 1:
-                ways = (steps,) if len(steps) == one_step else each_step(steps)
                 for _moved, gain, taken in ways:
                     if nodes >= node_limit:
                         raise OutOfNodes
@@ -245,7 +243,6 @@ def _round_search(
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
-            ways = (steps,) if len(steps) == one_step else each_step(steps)
             for moved, gain, taken in ways:
                 value = gain - negamax(
                     other,

@@ -10,7 +10,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.bot.moves import EQUIVALENCE, MILLI, Effect, clearers, effects, points_of
+from engine.bot.moves import (
+    EQUIVALENCE,
+    MILLI,
+    Effect,
+    clearers,
+    distinct_cards,
+    effects,
+    points_of,
+)
 from engine.cards import FULL_MASK, RANK_OF, card_points, mask_of, parse_cards
 from engine.facts import BASRA_POINTS, DECK_SIZE, ITEM_POINTS
 from engine.plans import plans_for
@@ -82,3 +90,19 @@ def test_cards_that_play_unlike_the_rest_of_their_rank_have_a_class_of_their_own
         )
         alone = all(EQUIVALENCE[c] != EQUIVALENCE[card] for c in mates)
         assert alone == unlike, card
+
+
+@settings(max_examples=200, deadline=None)
+@given(hand=st.lists(st.integers(0, DECK_SIZE - 1), max_size=8, unique=True).map(mask_of))
+def test_a_hand_s_distinct_cards_are_one_of_each_class_in_canonical_order(hand: int) -> None:
+    """The search tries the first card of each class a hand holds, and no other."""
+    tried = distinct_cards(hand)
+    assert list(tried) == sorted(tried)
+    assert all(hand >> card & 1 for card in tried)
+    assert {EQUIVALENCE[card] for card in tried} == {
+        EQUIVALENCE[card] for card in range(DECK_SIZE) if hand >> card & 1
+    }
+    assert len({EQUIVALENCE[card] for card in tried}) == len(tried)
+    for card in range(DECK_SIZE):
+        if hand >> card & 1 and card not in tried:
+            assert any(EQUIVALENCE[t] == EQUIVALENCE[card] and t < card for t in tried)
