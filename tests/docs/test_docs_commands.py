@@ -213,6 +213,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "/tmp/capacity.json"
     ): NotRun(OVERLOAD_AGAIN),
     (
+        ".venv/bin/python -m benchmarks.overload --variants bare,sync --workers 1 --rpcs "
+        "SuggestMove --factors '' --json /tmp/capacity-suggest.json"
+    ): NotRun(OVERLOAD_AGAIN),
+    (
         ".venv/bin/python -m benchmarks.overload --variants sync/admission-limit=16,sync,"
         "sync/admission-limit=256,sync/admission-limit=0 --rpcs SuggestMove --factors 4 --json "
         "/tmp/bound.json"
