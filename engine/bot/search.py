@@ -447,12 +447,8 @@ def _endgame(
                 if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                     best = value
             return best
-        tried = 0
-        for i, card in enumerate(mover):
-            kind = EQUIVALENCE[card]
-            if tried & kind:
-                continue
-            tried |= kind
+        for card in distinct_cards(mask_of(mover)):  # hands in canonical order, as given
+            i = mover.index(card)
             rest = mover[:i] + mover[i + 1 :]
             relevant = floor & relevant_of[card]
             steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
