@@ -13,7 +13,6 @@ from itertools import combinations
 from math import comb
 
 from engine.bot.evaluation import EXPOSURE, MAJORITY_SHARE
-from engine.bot.fusion import fused_values
 from engine.bot.moves import MILLI, Effect, clearers, effects, points_of
 from engine.bot.sampling import Draws
 from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
@@ -257,40 +256,7 @@ def _strong(
         hands = list(combinations(pool, size))
     else:
         hands = balanced_hands(Draws(seed), pool, size, budget.deals)
-    if FUSION:
-        return _fused(info, options, hands)
     return _search(info, options, hands, budget, spent)
-
-
-FUSION = 0
-"""Screening only (benchmarks/bot_ladder.py --set levels.FUSION=1): search the deals together,
-this seat's later plays shared across them (engine.bot.fusion), with no node budget."""
-
-
-def _fused(
-    info: InformationSet, options: list[_Option], hands: list[tuple[Card, ...]]
-) -> Suggestion:
-    """STRONG's answer from the deals searched together (FUSION)."""
-    me, opp = info.seat, 1 - info.seat
-    hand = tuple(sorted(info.hand))
-    counts = (len(info.captured[me]), len(info.captured[opp]))
-    majority = MAJORITY_POINTS + info.carry
-    moves = [(o.card, o.effect) for o in options]
-    base = _points(info, me) - _points(info, opp)
-    per = fused_values(majority, info.unseen_mask, moves, hand, hands, counts)
-    totals = [len(hands) * base + sum(v) for v in per]
-    deals = [len(hands)] * len(options)
-    best = max(range(len(options)), key=lambda i: (_mean(totals[i], deals[i]), -i))
-    return _answer(
-        info,
-        options,
-        totals,
-        deals,
-        level=Level.STRONG,
-        reason=_why(options[best], Why.SEARCHED),
-        sampled=len(hands),
-        nodes=0,
-    )
 
 
 def search_hands(
