@@ -155,6 +155,7 @@ def _retime(saved: dict[str, Any], args: argparse.Namespace, argv: list[str]) ->
 
 
 def _time_rows(rows: list[dict[str, Any]], budgets: list[Budget], args: argparse.Namespace) -> None:
+    """Put each budget's CPU per decision into its row, pinned to --cpu when given."""
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
     for row, timed in zip(rows, timing(budgets, args.matches, args.warm), strict=True):
@@ -162,6 +163,7 @@ def _time_rows(rows: list[dict[str, Any]], budgets: list[Budget], args: argparse
 
 
 def _commit() -> str:
+    """The short hash of the checkout's HEAD (empty outside git)."""
     return subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True
     ).stdout.strip()

@@ -59,9 +59,9 @@ ONE_STEP = 3
 
 
 def each_step(steps: Steps) -> tuple[Step, ...]:
-    """The steps one by one. A search reads `(steps,) if len(steps) == ONE_STEP else
-    each_step(steps)` instead of calling this: building a zip costs more than a node's other
-    work on a card, and a card nearly always has one way to play."""
+    """The steps one by one. A search calls it only for a card with several ways to play,
+    `(steps,) if len(steps) == ONE_STEP else each_step(steps)`: building a zip costs more than
+    a node's other work on a card, and a card nearly always has one way to play."""
     items = iter(steps)
     return tuple(zip(items, items, items, strict=True))
 
