@@ -30,12 +30,11 @@ from engine.facts import (
     MAX_SEED_BYTES,
     MIN_SEED_BYTES,
     ROUND_CARDS,
-    SEATS,
 )
 from engine.plans import Plan, plans_for
 from engine.scoring import match_winner, score_hand
 from engine.state import State, Status
-from engine.validate import check_state
+from engine.validate import check_seat, check_state, is_label
 
 
 @shows_codes
@@ -69,7 +68,7 @@ def new_match(seed: bytes, labels: tuple[str, str] = ("", "")) -> tuple[State, t
             length=len(seed) if isinstance(seed, bytes) else -1,
         )
     for seat, label in enumerate(labels):
-        if len(label) > MAX_LABEL_CHARS or not label.isprintable():
+        if not is_label(label):
             raise RuleError(
                 Reason.INVALID_LABEL,
                 f"Label {seat} must be printable, {MAX_LABEL_CHARS} characters at most.",
@@ -215,10 +214,7 @@ def apply(
     if state.status is Status.OVER:
         raise RuleError(Reason.MATCH_OVER, "The match is over; no more moves can be played.")
     seat = action.seat
-    if type(seat) is not int or seat not in SEATS:
-        raise RuleError(
-            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=seat
-        )
+    check_seat(seat)
     if seat != state.to_move:
         raise RuleError(
             Reason.NOT_YOUR_TURN,

@@ -31,6 +31,19 @@ MAX_POINTS_PER_HAND = MAJORITY_POINTS + ITEM_POINTS + BASRA_POINTS * PLAYS_PER_H
 MIN_CARDS_PER_CAPTURE = 2
 
 
+def is_label(label: object) -> bool:
+    """Whether `label` may name a seat: printable text of at most MAX_LABEL_CHARS characters."""
+    return isinstance(label, str) and len(label) <= MAX_LABEL_CHARS and label.isprintable()
+
+
+def check_seat(seat: object) -> None:
+    """Raise INVALID_SEAT unless `seat` is one of the two seats."""
+    if type(seat) is not int or seat not in SEATS:
+        raise RuleError(
+            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
+        )
+
+
 def _bad(problem: str, **details: str | int) -> RuleError:
     return RuleError(Reason.INVALID_STATE, f"The state is inconsistent: {problem}.", **details)
 
@@ -53,7 +66,7 @@ def check_state(state: State) -> None:
             field="dealer",
         )
     for seat, label in enumerate(state.labels):
-        if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS or not label.isprintable():
+        if not is_label(label):
             raise _bad(
                 f"the label of seat {seat} is not printable text of at most {MAX_LABEL_CHARS}"
             )

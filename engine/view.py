@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 from engine import rng
 from engine.cards import Card, shows_codes
-from engine.errors import Reason, RuleError
 from engine.events import CardsDealt, Event
-from engine.facts import DEFAULT_WORK_LIMIT, SEATS
+from engine.facts import DEFAULT_WORK_LIMIT
 from engine.infoset import InformationSet
 from engine.match import Move, PlanGenerator, legal_moves
 from engine.plans import plans_for
 from engine.state import State, Status
+from engine.validate import check_seat
 
 
 @shows_codes
@@ -53,13 +53,6 @@ class SeatView:
     """The seat's own legal moves when it is to move, otherwise empty."""
 
 
-def _check_seat(seat: int) -> None:
-    if type(seat) is not int or seat not in SEATS:
-        raise RuleError(
-            Reason.INVALID_SEAT, f"Seat {seat} does not exist; seats are 0 and 1.", seat=str(seat)
-        )
-
-
 def public_view(state: State) -> PublicView:
     """Return what anybody (a spectator) may see of `state`: a seat's view without its hand."""
     return PublicView(
@@ -90,7 +83,7 @@ def seat_view(
     generate: PlanGenerator = plans_for,
 ) -> SeatView:
     """Return what `seat` may see of `state`; `generate` makes the plans as in legal_moves."""
-    _check_seat(seat)
+    check_seat(seat)
     return SeatView(
         seat=seat,
         public=public_view(state),
@@ -101,7 +94,7 @@ def seat_view(
 
 def information_set(state: State, seat: int) -> InformationSet:
     """Return `seat`'s information set: what it has seen, for the bot (never hidden cards)."""
-    _check_seat(seat)
+    check_seat(seat)
     return InformationSet(
         seat=seat,
         seq=state.seq,
@@ -142,7 +135,7 @@ def _hiding_deals(events: tuple[Event, ...], shown: int | None) -> tuple[Event |
 
 def seat_events(events: tuple[Event, ...], seat: int) -> tuple[Event | HiddenDeal, ...]:
     """Return the events as `seat` may see them: the other seat's dealt cards become a count."""
-    _check_seat(seat)
+    check_seat(seat)
     return _hiding_deals(events, seat)
 
 
