@@ -1,7 +1,7 @@
 """`basra-rules serve`: settings from flags and variables, keys and certificates read once, workers.
 
-The `basra-rules` command (clients/cli.py) hands its `serve` subcommand here;
-`python -m service.cli` runs the same server with the same flags.
+The server's one entry point: the `basra-rules` command (clients/cli.py, which also holds the
+client subcommands) hands its `serve` subcommand here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,14 +53,3 @@ def _refused(error: Exception, log_format: str) -> int:
     logger = make_logger("error", log_format, sys.stderr).bind(role="supervisor")
     logger.error("cannot start", error=str(error), **{k: v for k, v in named.items() if v})
     return 2
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `python -m service.cli`: the server alone, as `basra-rules serve`."""
-    parser = argparse.ArgumentParser(prog="basra-rules serve", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return serve(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
