@@ -1,4 +1,7 @@
-"""The ghz configs of deploy/ghz against a live server, and the load generator that reads them."""
+"""The ghz configs of deploy/ghz as files, and `basra-rules load`, which runs them too.
+
+ghz itself runs every config against a live server in test_ghz.py.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 import yaml
-from google.protobuf import json_format, message_factory
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from benchmarks import ghz_data
 from clients import load
 from testkit import harness
-from testkit import reflection as reflect
 from testkit.harness import ServedProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,53 +71,6 @@ def test_data_files_are_what_the_script_generates() -> None:
         assert committed == text, f"{name} is stale: run python -m benchmarks.ghz_data"
 
 
-def _reflection_services(address: str) -> list[str]:
-    with grpc.insecure_channel(address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        request = reflection_pb2.ServerReflectionRequest(list_services="")
-        (reply,) = list(stub.ServerReflectionInfo(iter([request]), timeout=10))
-        return [s.name for s in reply.list_services_response.service]
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_config_call_is_listed_by_reflection_and_its_data_decodes(
-    server: ServedProcess, path: Path
-) -> None:
-    config = load.config_from_dict(_raw(path), REPO)
-    assert config.service in _reflection_services(server.target)
-    cls = load.request_class(server.target, config.service, config.method)
-    assert cls.DESCRIPTOR.full_name == f"basra.v1.{config.method}Request"
-    for item in config.data:
-        # Strict: an unknown field in the data is a mistake, not something to skip.
-        message = json_format.ParseDict(dict(item), cls())
-        assert message.ByteSize() > 0
-
-
-@pytest.mark.parametrize("protocol", ["v1alpha", "v1"])
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_config_call_resolves_through_reflection_as_ghz_resolves_it(
-    server: ServedProcess, path: Path, protocol: str
-) -> None:
-    """ghz asks one thing: file_containing_symbol of `call` (a "/" made a "."), the method's
-    full name; it finds the service and method in the answer, builds the request from the
-    method's input type, and calls. No .proto file is involved."""
-    raw = _raw(path)
-    config = load.config_from_dict(raw, REPO)
-    with grpc.insecure_channel(server.target) as channel:
-        reflector = reflect.Reflector(channel, protocol)
-        method = reflector.method(raw["call"])
-        asked = [
-            (r.WhichOneof("message_request"), r.file_containing_symbol) for r in reflector.asked
-        ]
-        assert asked == [("file_containing_symbol", raw["call"].replace("/", "."))]
-        assert method.input_type.full_name == f"basra.v1.{config.method}Request"
-        request_class = message_factory.GetMessageClass(method.input_type)
-        for item in config.data:
-            json_format.ParseDict(dict(item), request_class())
-        answer = reflector.caller(raw["call"])(config.data[0], timeout=10)
-        assert answer
-
-
 @pytest.mark.parametrize(
     "source",
     [
@@ -135,16 +87,6 @@ def test_a_proto_or_protoset_key_is_accepted_and_ignored(
     raw = {**_raw(GHZ_DIR / "new_match.json"), "total": 20, "concurrency": 2, "connections": 1}
     report = json.loads(_load(server, tmp_path, {**raw, **source}, "--json"))
     assert report["statusCodeDistribution"] == {"OK": 20}
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_every_data_item_is_accepted_by_the_server(server: ServedProcess, path: Path) -> None:
-    config = load.config_from_dict(_raw(path), REPO)
-    cls = load.request_class(server.target, config.service, config.method)
-    with grpc.insecure_channel(server.target) as channel:
-        call = channel.unary_unary(config.path, None, None)
-        for request in load.encode_requests(cls, config.data):
-            assert len(call(request, timeout=10)) > 0
 
 
 def _load(server: ServedProcess, tmp_path: Path, raw: dict[str, Any], *flags: str) -> str:
