@@ -128,7 +128,7 @@ class WorkPool(futures.ThreadPoolExecutor):
         admission: Admission,
         threads: int,
         observe_wait: Callable[[float], None],
-        gone: Callable[[str], None],
+        gone: Callable[[str, Ended], None],
     ) -> None:
         super().__init__(max_workers=threads, thread_name_prefix="rpc")
         self._admission = admission
@@ -153,7 +153,7 @@ class WorkPool(futures.ThreadPoolExecutor):
                 # grpc runs no handler for a call whose caller is gone (deadline passed, or
                 # cancelled) by the time a thread takes it: no work was done, and it is counted.
                 if method is not None and not _running.started:
-                    gone(method)
+                    gone(method, ended_before_start(args))
                 admission.leave(perf_counter() - admitted)
 
         admission.enter()
@@ -162,6 +162,45 @@ class WorkPool(futures.ThreadPoolExecutor):
         except BaseException:  # a stopped pool refuses work: it was never held
             admission.leave(0.0)
             raise
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How a call that never reached its handler ended, as its client saw it."""
+
+    code: str
+    reason: ServiceReason | None
+
+
+# Its deadline passed while it waited: its client saw DEADLINE_EXCEEDED.
+EXPIRED = Ended("DEADLINE_EXCEEDED", ServiceReason.DEADLINE_EXPIRED)
+# Its client went away (cancelled) first.
+CANCELLED = Ended("CANCELLED", None)
+# gRPC core refused its message (past grpc.max_receive_message_length): the client saw
+# RESOURCE_EXHAUSTED "Received message larger than max", and the stream came half-closed
+# with no message.
+TOO_LARGE = Ended("RESOURCE_EXHAUSTED", ServiceReason.REQUEST_TOO_LARGE)
+
+
+def ended_before_start(args: tuple[Any, ...]) -> Ended:
+    """What ended a unary call grpc gave up before its handler ran, from the call grpc submitted
+    (its request-call event, with the deadline, and its state, with how the client side ended).
+
+    These are grpcio's own objects (grpc._server, version pinned in the lock files), read
+    defensively: what cannot be read counts as the caller's deadline, as before.
+    """
+    event = args[1] if len(args) > 2 else None
+    state = args[2] if len(args) > 2 else None
+    details = getattr(event, "call_details", None)
+    deadline = getattr(details, "deadline", None)
+    if isinstance(deadline, float) and deadline <= time.time():
+        return EXPIRED
+    client = getattr(state, "client", None)
+    if client == "closed" and getattr(state, "code", None) is None:
+        return TOO_LARGE
+    if client == "cancelled":
+        return CANCELLED
+    return EXPIRED
 
 
 # Per thread of the work pool: whether the call it runs reached its handler.
@@ -222,7 +261,7 @@ class _Shedding:
     logger: Logger
     _methods: dict[str, MethodTally] = field(default_factory=dict)
 
-    def _tally(self, method: str, code: str, reason: ServiceReason) -> None:
+    def _tally(self, method: str, code: str, reason: ServiceReason | None) -> None:
         tally = self.tally
         if tally is None:
             return
@@ -231,11 +270,11 @@ class _Shedding:
             service, _, name = method.lstrip("/").rpartition("/")
             counted = self._methods[method] = tally.method("UNARY", service, name)
         tally.started(counted)
-        tally.finished(counted, code, 0.0, reason.value)
+        tally.finished(counted, code, 0.0, None if reason is None else reason.value)
 
-    def gone(self, method: str) -> None:
-        """Count a call whose caller was gone before its work started (no handler ran)."""
-        self._tally(method, "DEADLINE_EXCEEDED", ServiceReason.DEADLINE_EXPIRED)
+    def gone(self, method: str, ended: Ended = EXPIRED) -> None:
+        """Count a call that ended before its work started (no handler ran) as its client saw it."""
+        self._tally(method, ended.code, ended.reason)
 
     def count(self, method: str) -> None:
         """Count a refused call in the standard series and by reason; log now and then."""

@@ -36,9 +36,12 @@ SYNC_THREADS = 8
 KEEPALIVE_MS = 60_000
 KEEPALIVE_TIMEOUT_MS = 20_000
 MIN_CLIENT_PING_MS = 10_000
-# gRPC itself refuses messages past its own limits with a bare RESOURCE_EXHAUSTED; they are
-# set above the configured maximum so that requests (and responses) just past it reach the
-# service's own checks, which refuse them with reason REQUEST_TOO_LARGE (RESPONSE_TOO_LARGE).
+# gRPC itself refuses messages past its own limits with a bare RESOURCE_EXHAUSTED, before any
+# handler (counted REQUEST_TOO_LARGE all the same: admission.ended_before_start); they are set
+# at four times the configured maximum so that requests (and responses) up to that reach the
+# service's own checks, which refuse them with an ErrorInfo, reason REQUEST_TOO_LARGE
+# (RESPONSE_TOO_LARGE). Four times bounds what a worker buffers: its held calls times this.
+RECEIVE_FACTOR = 4
 RECEIVE_HEADROOM_BYTES = 64 * 1024
 
 
@@ -90,8 +93,8 @@ def _intake_limits(admission_limit: int) -> list[tuple[str, int]]:
 
 
 def receive_limit(config: Config) -> int:
-    """gRPC's own message limit: twice the configured maximum plus headroom."""
-    return 2 * config.max_message_bytes + RECEIVE_HEADROOM_BYTES
+    """gRPC's own message limit: four times the configured maximum plus headroom."""
+    return RECEIVE_FACTOR * config.max_message_bytes + RECEIVE_HEADROOM_BYTES
 
 
 def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
