@@ -20,9 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import descriptor_pb2
-from grpc_health.v1 import health_pb2
-
 ROOT = Path(__file__).resolve().parent.parent
 GO_BIN = ROOT / ".ci" / "tools" / "go" / "bin"
 GHZ = GO_BIN / "ghz"
@@ -75,13 +72,3 @@ def run(command: Sequence[str], timeout: float = 120.0) -> Run:
 def ghz(arguments: Sequence[str], timeout: float = 120.0) -> Run:
     """Run the installed ghz with these arguments from the repository root."""
     return run([str(GHZ), *arguments], timeout)
-
-
-def health_protoset(directory: Path) -> Path:
-    """Write grpc.health.v1's descriptor as a protoset (for ghz against a server that has no
-    reflection, such as the bare servers of the benchmarks); return its path."""
-    files = descriptor_pb2.FileDescriptorSet()
-    health_pb2.DESCRIPTOR.CopyToProto(files.file.add())
-    path = directory / "health.protoset"
-    path.write_bytes(files.SerializeToString())
-    return path

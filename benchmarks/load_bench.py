@@ -32,6 +32,14 @@ with py-spy.
 
     .venv/bin/python -m benchmarks.load_bench --defaults --runs 3
 
+With --grpc-go, --defaults also measures a grpc-go server answering the same health Check with
+the same bytes (benchmarks/go_noop, built into .cache/ by `go build`), in the same rotation:
+what the Python stack costs against a Go one. With --generator ghz, ghz (.ci/tools/go/bin)
+sends every load instead of clients.load in this process, with the same requests, calls,
+concurrency and connections; each figure also gives the generator's own CPU per call.
+
+    .venv/bin/python -m benchmarks.load_bench --defaults --grpc-go --generator ghz --runs 3
+
 With --defaults --tracing it measures, the same way, what tracing costs Apply at the defaults:
 in each run four servers, all one worker, info logs, metrics on: tracing off (the default), a
 second such server (the control: how far two identical servers measure apart here), tracing
@@ -46,6 +54,8 @@ rounds of a run, then over the runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import signal
@@ -61,7 +71,7 @@ from typing import Any
 from basra.v1 import rules_pb2 as pb
 
 from benchmarks import ghz_data
-from benchmarks.measure import finish, header, machine, now
+from benchmarks.measure import finish, header, machine, now, scratch
 from benchmarks.servers import (
     APPLY_PATH,
     HEALTH_PATH,
@@ -70,6 +80,7 @@ from benchmarks.servers import (
     apply_requests,
     bare_server,
     bench_server,
+    go_server,
     measure,
     served,
 )
@@ -197,6 +208,15 @@ def requests_at_defaults() -> dict[str, tuple[str, list[bytes]]]:
 
 # A second bare server measured exactly like the service: how far from 1 the method itself is.
 CONTROL = "Control"
+# The grpc-go server's Check (--grpc-go): the same no-op in a Go stack.
+GO_CHECK = "grpc-go Check"
+
+
+def measurer(args: argparse.Namespace) -> Any:
+    """`measure`, or with --generator ghz the same load sent by ghz."""
+    if args.generator == "ghz":
+        return functools.partial(measure, ghz_scratch=Path(scratch("load-bench-ghz-")))
+    return measure
 
 
 def rotate(
@@ -208,53 +228,58 @@ def rotate(
     """`args.rounds` rounds measuring each call (its server, path and requests) between two
     runs of the bare server's Check; per call, the medians over the rounds."""
     options = {"concurrency": args.concurrency, "connections": args.connections}
+    send = measurer(args)
     ratios: dict[str, list[float]] = {name: [] for name in calls}
     rates: dict[str, list[float]] = {name: [] for name in calls}
+    generator: dict[str, list[float]] = {name: [] for name in calls}
     bare_rates: list[float] = []
     errors = 0
 
     def bare_check() -> float:
-        run = measure(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
+        run = send(bare, "Check", [b""], calls=args.calls, path=HEALTH_PATH, **options)
         bare_rates.append(run.per_cpu_second)
-        return run.per_cpu_second
+        return float(run.per_cpu_second)
 
     for name, (server, path, requests) in calls.items():  # warm-up: caches, connections
-        measure(server, name, requests, calls=args.calls // 4, path=path, **options)
-    measure(bare, "Check", [b""], calls=args.calls // 4, path=HEALTH_PATH, **options)
+        send(server, name, requests, calls=args.calls // 4, path=path, **options)
+    send(bare, "Check", [b""], calls=args.calls // 4, path=HEALTH_PATH, **options)
     names = list(calls)
     for round_number in range(args.rounds):
         shift = (round_number + number) % len(names)
         before = bare_check()
         for name in names[shift:] + names[:shift]:
             server, path, requests = calls[name]
-            run = measure(server, name, requests, calls=args.calls, path=path, **options)
+            run: Measure = send(server, name, requests, calls=args.calls, path=path, **options)
             errors += run.errors
             after = bare_check()
             rates[name].append(run.per_cpu_second)
             ratios[name].append(run.per_cpu_second / ((before + after) / 2))
+            generator[name].append(run.generator_cpu_seconds / max(1, run.calls) * 1e6)
             before = after
     return {
         "ratios": {name: statistics.median(values) for name, values in ratios.items()},
         "per_cpu_second": {name: statistics.median(values) for name, values in rates.items()},
+        "generator_cpu_us": {name: statistics.median(v) for name, v in generator.items()},
         "bare_check_per_cpu_second": statistics.median(bare_rates),
         "errors": errors,
-        "rounds": {"ratios": ratios, "rates": rates, "bare": bare_rates},
+        "rounds": {"ratios": ratios, "rates": rates, "bare": bare_rates, "generator": generator},
     }
 
 
 def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run at the defaults: fresh servers, `args.rounds` rounds; per call, the medians."""
     io = args.io[0]  # the default, sync, unless --io asyncio is given first
-    with (
-        bare_server() as bare,
-        bare_server() as control,
-        served(io, 1, "info", metrics=True) as ours,
-    ):
+    with contextlib.ExitStack() as running:
+        bare = running.enter_context(bare_server())
+        control = running.enter_context(bare_server())
+        ours = running.enter_context(served(io, 1, "info", metrics=True))
         calls = {
             name: (ours, path, requests)
             for name, (path, requests) in requests_at_defaults().items()
         }
         calls[CONTROL] = (control, HEALTH_PATH, [b""])
+        if args.grpc_go:
+            calls[GO_CHECK] = (running.enter_context(go_server()), HEALTH_PATH, [b""])
         result = rotate(number, args, bare, calls)
         if args.profile:
             _profile(ours, calls["Apply"][1:], args, args.concurrency, args.connections)
@@ -345,6 +370,8 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """Run --defaults: `args.runs` runs; print each run's medians and the medians of runs."""
     started = now()
     servers = f"basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, metrics on)"
+    if args.grpc_go:
+        servers += "; grpc-go: benchmarks/go_noop (the standard health server)"
     if args.tracing:
         servers += (
             ": tracing off (twice), tracing on (every call sampled, OTLP to a receiver in this "
@@ -356,12 +383,13 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         f"server: {servers}; "
         f"bare: grpcio, 8 threads, the standard health servicer; {args.rounds} rounds of "
         f"{args.calls} calls per run, concurrency {args.concurrency}, "
-        f"connections {args.connections}"
+        f"connections {args.connections}; load generator: "
+        + ("ghz" if args.generator == "ghz" else "clients.load in this process")
     )
     if args.tracing:
         names = [f"Apply {variant}" for variant in TRACING_VARIANTS]
     else:
-        names = [*requests_at_defaults(), CONTROL]
+        names = [*requests_at_defaults(), CONTROL, *([GO_CHECK] if args.grpc_go else [])]
     print(f"{'run':>4} " + " ".join(f"{n + ' / bare':>26}" for n in names) + "  bare Check/cpu-s")
     runs = []
     for number in range(args.runs):
@@ -377,7 +405,19 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     print(" med " + " ".join(f"{medians[n]:>26.3f}" for n in names))
     for name in names:
         rate = statistics.median(r["per_cpu_second"][name] for r in runs)
-        print(f"{name}: {rate:.0f} calls per server CPU-second (median of run medians)")
+        spent = statistics.median(r["generator_cpu_us"][name] for r in runs)
+        print(
+            f"{name}: {rate:.0f} calls per server CPU-second (median of run medians); "
+            f"the generator's own CPU {spent:.0f} µs a call"
+        )
+    if args.grpc_go:
+        # Both are over the same bare Checks, so their quotient is that of the two rates.
+        go = medians[GO_CHECK]
+        print(
+            f"per server CPU-second: grpc-go Check / bare grpcio Check {go:.2f}; "
+            f"Apply / grpc-go Check {medians['Apply'] / go:.3f}; "
+            f"Apply / bare grpcio Check {medians['Apply']:.3f}"
+        )
     to_off: dict[str, float] = {}
     if args.tracing:
         for name in names:
@@ -496,6 +536,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--profile", type=Path, help="--defaults: write a py-spy profile of Apply load here"
+    )
+    parser.add_argument(
+        "--grpc-go",
+        action="store_true",
+        help="--defaults: also the grpc-go server's Check (benchmarks/go_noop, see above)",
+    )
+    parser.add_argument(
+        "--generator",
+        choices=("load", "ghz"),
+        default="load",
+        help="--defaults: who sends the load: clients.load in this process, or ghz",
     )
     args = parser.parse_args(argv)
     if args.defaults:

@@ -1,11 +1,13 @@
 """The servers the load benchmarks measure, and one measured load run against a server.
 
-Three kinds of server, each a context manager that yields its address and every process that
+Four kinds of server, each a context manager that yields its address and every process that
 serves: benchmarks.bench_server (the service's own server builders plus a benchmark-only no-op
 method), its --bare mode (a plain grpcio server answering health Checks: the limit of this
-stack), and `basra-rules serve` itself (testkit's launcher). `measure` sends one load
-(clients.load, in this process) and counts the wall time and the server's CPU seconds from
-/proc, since the load generator shares the machine with the server.
+stack), the grpc-go server of benchmarks/go_noop answering the same Checks (the limit of a
+Go stack, built here into .cache/), and `basra-rules serve` itself (testkit's launcher).
+`measure` sends one load (clients.load, in this process; `measure_ghz`: ghz, a child) and
+counts the wall time and the server's CPU seconds from /proc, since the load generator
+shares the machine with the server.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from basra.v1 import rules_pb2 as pb
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import FileDescriptor
+from grpc_health.v1 import health_pb2
 
-from benchmarks import ghz_data
+from benchmarks import ghz_data, ghz_tool
 from benchmarks.bench_server import NOOP_PATH
 from clients import load
 from service.handlers import Handlers
@@ -37,6 +42,9 @@ APPLY_PATH = "/basra.v1.RulesService/Apply"
 HEALTH_PATH = "/grpc.health.v1.Health/Check"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STARTUP_SECONDS = 60.0
+GO_NOOP_SOURCE = ROOT / "benchmarks" / "go_noop"
+GO_NOOP_BINARY = ROOT / ".cache" / "go_noop" / "go_noop"
+GO_BUILD_SECONDS = 600.0
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -100,20 +108,42 @@ def bare_server() -> Iterator[Server]:
         yield server
 
 
+def build_go_noop() -> Path:
+    """Build benchmarks/go_noop (its pinned grpc-go from the Go module proxy) into .cache/;
+    Go's build cache makes a second build take a second or so."""
+    GO_NOOP_BINARY.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["go", "build", "-o", str(GO_NOOP_BINARY), "."],
+        cwd=GO_NOOP_SOURCE,
+        env={**os.environ, "GOFLAGS": "-buildvcs=false"},
+        check=True,
+        timeout=GO_BUILD_SECONDS,
+    )
+    return GO_NOOP_BINARY
+
+
 @contextmanager
-def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
-    with reserved_port() as port:
-        command = [sys.executable, "-m", "benchmarks.bench_server", "--host", "127.0.0.1"]
-        command += ["--port", str(port), *flags]
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
-        )
+def go_server() -> Iterator[Server]:
+    """Build and run the grpc-go health server (benchmarks/go_noop) until the block ends."""
+    process = subprocess.Popen(
+        [str(build_go_noop()), "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    with _running(process) as line:
+        yield Server(f"127.0.0.1:{line[1]}", tuple(int(p) for p in line[2:]))
+
+
+@contextmanager
+def _running(process: subprocess.Popen[str]) -> Iterator[list[str]]:
+    """Wait for a server's READY line (port, pids) and yield it; SIGTERM it at the end."""
+    try:
         assert process.stdout is not None
         line = process.stdout.readline().split()
-    try:
         if not line or line[0] != "READY":
-            raise RuntimeError(f"bench server did not start: {line}")
-        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
+            raise RuntimeError(f"server did not start: {line}")
+        yield line
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -121,6 +151,19 @@ def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
+    with contextlib.ExitStack() as running:
+        with reserved_port() as port:  # held until READY: the server has bound it by then
+            command = [sys.executable, "-m", "benchmarks.bench_server", "--host", "127.0.0.1"]
+            command += ["--port", str(port), *flags]
+            process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+            )
+            line = running.enter_context(_running(process))
+        yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
 
 
 @contextmanager
@@ -172,6 +215,8 @@ class Measure:
     errors: int
     p50_ms: float
     p99_ms: float
+    generator_cpu_seconds: float = 0.0
+    """The load generator's own CPU seconds (it shares the machine with the server)."""
 
     @property
     def per_cpu_second(self) -> float:
@@ -194,10 +239,15 @@ def measure(
     connections: int,
     rps: float = 0.0,
     path: str = "",
+    ghz_scratch: Path | None = None,
 ) -> Measure:
     """Send `calls` calls of one RPC (Apply, the no-op, or `path`); count wall time and the
-    server's CPU seconds."""
+    server's CPU seconds. With `ghz_scratch` (a directory for its protoset and request
+    files), ghz sends the same load instead of clients.load in this process."""
     path = path or (APPLY_PATH if rpc == "Apply" else NOOP_PATH)
+    if ghz_scratch is not None:
+        load_of = (calls, concurrency, connections, rps)
+        return _measure_ghz(server, rpc, path, requests, load_of=load_of, scratch=ghz_scratch)
     service, _, method = path.lstrip("/").partition("/")
     config = load.LoadConfig(
         service=service,
@@ -211,7 +261,9 @@ def measure(
     )
     before = cpu_seconds(server.pids)
     started = time.perf_counter()
+    generator = time.process_time()  # this process's threads: the generator and nothing else
     report = asyncio.run(load.run_load(config, requests))
+    generator = time.process_time() - generator
     wall = time.perf_counter() - started
     used = cpu_seconds(server.pids) - before
     return Measure(
@@ -222,6 +274,7 @@ def measure(
         errors=report.count - report.statuses.get("OK", 0),
         p50_ms=report.percentile_ns(50) / 1e6,
         p99_ms=report.percentile_ns(99) / 1e6,
+        generator_cpu_seconds=generator,
     )
 
 
@@ -231,3 +284,76 @@ def apply_requests() -> tuple[list[bytes], int]:
     handlers = Handlers()
     sizes = [len(handlers.apply(request)) for request in requests]
     return [r.SerializeToString() for r in requests], round(statistics.mean(sizes))
+
+
+def protoset(directory: Path) -> Path:
+    """Write the descriptors of basra.v1 and grpc.health.v1 (and their imports) as one
+    protoset, so that ghz can call servers without reflection (the bare ones); return it."""
+    files = descriptor_pb2.FileDescriptorSet()
+    seen: set[str] = set()
+
+    def add(file: FileDescriptor) -> None:
+        if file.name in seen:
+            return
+        seen.add(file.name)
+        for dependency in file.dependencies:
+            add(dependency)
+        file.CopyToProto(files.file.add())
+
+    add(pb.DESCRIPTOR)
+    add(health_pb2.DESCRIPTOR)
+    path = directory / "bench.protoset"
+    path.write_bytes(files.SerializeToString())
+    return path
+
+
+def _delimited(requests: Sequence[bytes]) -> bytes:
+    """The requests as ghz's --binary-file reads several: each after its varint length."""
+    out = bytearray()
+    for request in requests:
+        size = len(request)
+        while size >= 0x80:
+            out.append(size & 0x7F | 0x80)
+            size >>= 7
+        out.append(size)
+        out += request
+    return bytes(out)
+
+
+def _measure_ghz(
+    server: Server,
+    rpc: str,
+    path: str,
+    requests: Sequence[bytes],
+    *,
+    load_of: tuple[int, int, int, float],
+    scratch: Path,
+) -> Measure:
+    """`measure` with ghz sending the load: (calls, concurrency, connections, rps)."""
+    calls, concurrency, connections, rps = load_of
+    sources = scratch / "bench.protoset"
+    if not sources.exists():
+        protoset(scratch)
+    data = scratch / f"{rpc}-{len(requests)}.bin".replace("/", "_").replace(" ", "_")
+    if not data.exists():
+        data.write_bytes(_delimited(requests))
+    arguments = ["--insecure", "--protoset", str(sources), "--call", path.lstrip("/")]
+    arguments += ["-B", str(data), "-n", str(calls), "-c", str(concurrency)]
+    arguments += ["--connections", str(connections), "-t", "10s", "-O", "json"]
+    if rps:
+        arguments += ["--rps", str(round(rps))]
+    before = cpu_seconds(server.pids)
+    done = ghz_tool.ghz([*arguments, server.address])
+    used = cpu_seconds(server.pids) - before
+    report = done.report()
+    percentiles = {e["percentage"]: e["latency"] for e in report["latencyDistribution"] or []}
+    return Measure(
+        rpc=rpc,
+        calls=report["count"],
+        wall_seconds=report["total"] / 1e9,
+        server_cpu_seconds=used,
+        errors=report["count"] - report["statusCodeDistribution"].get("OK", 0),
+        p50_ms=percentiles.get(50, 0) / 1e6,
+        p99_ms=percentiles.get(99, 0) / 1e6,
+        generator_cpu_seconds=done.cpu_seconds,
+    )
