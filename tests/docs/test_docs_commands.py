@@ -10,12 +10,17 @@ RUN are run with bash from the repository root, in this environment (the quick s
 
 - paths under /tmp/ go to the test's own temporary directory;
 - a command that needs a running server gets the address of one the test starts on a free
-  port with the quick start's defaults (1 worker, info logs): `server` names the flag, or
-  `address` the address written in the command that the test's replaces;
+  port with the quick start's defaults (1 worker, info logs): `server` names the flag,
+  `address` the address written in the command that the test's replaces, or `host` puts it
+  last as ghz's host argument;
+- ghz is found where the test command's set-up installs it (.ci/tools/go/bin, put first on
+  the PATH, as docs/load-testing.md tells a reader of this repository to do), and a ghz
+  command's summary must count every call OK (ghz exits 0 whatever the calls' status);
 - a `basra-rules serve` command (its `NAME=value` settings in its environment) runs on a free
   port until its health check answers SERVING, then is stopped with SIGTERM and must exit 0;
 - a long command gets the extra arguments of its entry (a shorter run; the programs let the
-  last flag win), and a command whose input another one writes runs after that one (`after`).
+  last flag win) or, for ghz, which refuses a flag given twice, its `shorter` replacements,
+  and a command whose input another one writes runs after that one (`after`).
 
 Lines of `# ` right after a command in a page are what it prints; the output must be that.
 """
@@ -32,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ghz_tool import GO_BIN
 from testkit import harness
 from testkit.ports import LOOPBACK, reserved_port
 from tests.docs.doc_commands import (
@@ -61,6 +67,10 @@ class Run:
     """Commands run first, in the same temporary directory (they write this one's input)."""
     address: str | None = None
     """The address written in the command, replaced by the test's server (None: none written)."""
+    host: bool = False
+    """Whether the test's server address goes last as a plain argument (ghz's host)."""
+    shorter: tuple[tuple[str, str], ...] = ()
+    """(written, replacement) pairs for a shorter run, for a program refusing a repeated flag."""
 
 
 @dataclass(frozen=True)
@@ -91,10 +101,8 @@ BUDGETS = (
     "32:5000 --seeds 200 --procs 2 --matches 20 --warm 5 --cpu 1 --json-out /tmp/budgets400.json "
     "--png /tmp/bot_budgets400.png"
 )
-GHZ = NotRun(
-    "ghz is not installed here (no Go toolchain); tests/load/ resolves each config through "
-    "reflection as ghz does, and `basra-rules load` runs them"
-)
+# ghz against the test's server: 300 calls, or the command's own shorter run.
+GHZ = Run(host=True, extra=SHORT_LOAD)
 IMAGE_TEST = (
     "run by tests/deploy/test_deploy_image.py, which reads it from docs/deploy.md and runs it "
     "against a Docker engine of its own (no bridge: the host's network, free ports)"
@@ -386,14 +394,22 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     ".venv/bin/python -m benchmarks.ghz_data --check": Run(),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning &": Serve(),
-    "ghz --config deploy/ghz/apply.json my-host:50051": GHZ,
-    "ghz --config deploy/ghz/apply.json --proto proto/basra/v1/rules.proto": GHZ,
-    "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": GHZ,
-    "ghz --config deploy/ghz/legal_moves.json --rps 1000 -z 30s": GHZ,
-    "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster with the service"),
-    ".venv/bin/basra-rules load deploy/ghz/apply.json -n 5000": Run(
-        server="--host", extra=SHORT_LOAD
+    "go install github.com/bojand/ghz/cmd/ghz@v0.121.0": NotRun(
+        "installs into the reader's Go bin folder; the test command's set-up runs the same "
+        "go install into .ci/tools/go/bin, which this test puts on the PATH"
     ),
+    'export PATH="$PWD/.ci/tools/go/bin:$PATH"': Run(),
+    "ghz --config deploy/ghz/apply.json my-host:50051": Run(
+        address="my-host:50051", extra=SHORT_LOAD
+    ),
+    "ghz --config deploy/ghz/apply.json --proto proto/basra/v1/rules.proto": GHZ,
+    "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": Run(
+        host=True, shorter=(("-n 50000", "-n 300"),)
+    ),
+    "ghz --config deploy/ghz/legal_moves.json --rps 1000 -z 30s --duration-stop wait": Run(
+        host=True, shorter=(("-z 30s", "-z 1s"),)
+    ),
+    "kubectl port-forward svc/basra-rules 50051:50051": NotRun("needs a cluster with the service"),
     (
         ".venv/bin/basra-rules load deploy/ghz/apply.json --host my-host:50051 -n 50000 -c 32 "
         "--connections 8"
@@ -536,6 +552,11 @@ def _adapted(text: str, tmp: Path, target: str) -> str:
     plan = COMMANDS[text]
     assert isinstance(plan, Run)
     line = text.replace("/tmp/", f"{tmp}/")
+    for written, replacement in plan.shorter:
+        assert written in line
+        line = line.replace(written, replacement)
+    if plan.host:
+        line += f" {target}"
     if plan.address:
         assert plan.address in line
         line = line.replace(plan.address, target)
@@ -552,7 +573,14 @@ def _run(text: str, tmp: Path, target: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=COMMAND_SECONDS,
         check=False,
+        env={**os.environ, "PATH": os.pathsep.join((str(GO_BIN), os.environ["PATH"]))},
     )
+
+
+def _statuses(summary: str) -> list[str]:
+    """The status lines of a ghz summary ("[OK]   300 responses")."""
+    section = summary.split("Status code distribution:\n", 1)[1].split("\n\n", 1)[0]
+    return [" ".join(line.split()) for line in section.splitlines() if line.strip()]
 
 
 def _serve(text: str) -> None:
@@ -595,6 +623,9 @@ def test_the_documented_command_works_as_written(
         assert done.returncode == 0, f"{before}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     done = _run(text, tmp_path, server.target)
     assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    if programs(text)[:1] == ["ghz"]:
+        (status,) = _statuses(done.stdout)
+        assert re.fullmatch(r"\[OK\] \d+ responses", status), done.stdout[-2000:]
     prints = {c.prints for c in DOCUMENTED if c.text == text and c.prints}
     for expected in prints:
         assert tuple(done.stdout.splitlines()) == expected
