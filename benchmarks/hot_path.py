@@ -194,9 +194,10 @@ def call_rows(served: _Served) -> list[Row]:
 
     def write(item: Any) -> bytes:
         (state, events), moves = item
-        encoded = writing.state_bytes(state)
+        fields = writing.state_fields(state)
+        moves_fields = writing.moves_fields(state.to_move, moves)
         return writing.match_response_bytes(
-            encoded, events, writing.moves_bytes(state.to_move, moves), commitment(state.seed), None
+            fields, events, moves_fields, commitment(state.seed), None
         )
 
     def plan_observations(count: int) -> None:

@@ -1,9 +1,8 @@
 """The engine's values as basra.v1 messages, and events read back: for clients and tests.
 
-The server writes its answers as bytes (service/writing.py) and never needs these. Each
-*_to_proto function parses the bytes its service.writing counterpart writes, so a message
-here is, by construction, what the server sends; event_from_proto is its inverse, for
-programs that read events a server sent (`basra-rules verify`, the soak, tests).
+Each *_to_proto function gives its generated class the values service/writing.py fills it
+with, so a message here is, by construction, what the server sends; event_from_proto is its
+inverse, for programs that read events a server sent (`basra-rules verify`, the soak, tests).
 """
 
 from __future__ import annotations
@@ -39,17 +38,17 @@ from service import writing
 
 def state_to_proto(state: State) -> pb.State:
     """Return the message of an engine state."""
-    return pb.State.FromString(writing.state_bytes(state))
+    return pb.State(**writing.state_fields(state))
 
 
 def moves_to_proto(seat: int | None, moves: Sequence[Move]) -> pb.LegalMoves:
     """Return the legal moves of the seat to move (seat None once the match is over)."""
-    return pb.LegalMoves.FromString(writing.moves_bytes(seat, moves))
+    return pb.LegalMoves(**writing.moves_fields(seat, moves))
 
 
 def event_to_proto(event: Event | HiddenDeal) -> pb.Event:
     """Return the message of one engine event (or of a hidden deal from seat_events)."""
-    return pb.Event.FromString(writing.event_bytes(event))
+    return pb.Event(**writing.event_fields(event))
 
 
 def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:
@@ -59,27 +58,17 @@ def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:
 
 def view_to_proto(view: SeatView) -> pb.PlayerView:
     """Return the message of one seat's view; legal moves only when that seat is to move."""
-    return pb.PlayerView.FromString(writing.view_bytes(view))
+    return pb.PlayerView(**writing.view_fields(view))
 
 
 def suggestion_to_proto(suggestion: Suggestion) -> pb.SuggestMoveResponse:
     """Return the SuggestMove response of a suggestion."""
-    return pb.SuggestMoveResponse.FromString(writing.suggestion_bytes(suggestion))
+    return pb.SuggestMoveResponse(**writing.suggestion_fields(suggestion))
 
 
 def _seat_score_from_proto(message: pb.SeatScore) -> SeatScore:
-    return SeatScore(
-        cards=message.cards,
-        majority=message.majority,
-        jacks=message.jacks,
-        aces=message.aces,
-        two_of_clubs=message.two_of_clubs,
-        ten_of_diamonds=message.ten_of_diamonds,
-        basras=message.basras,
-        basra_points=message.basra_points,
-        hand_total=message.hand_total,
-        running_total=message.running_total,
-    )
+    # Both hold the same fields under the same names (service/writing.py fills one from the other).
+    return SeatScore(**{f.name: getattr(message, f.name) for f in message.DESCRIPTOR.fields})
 
 
 def _pair(values: Sequence[object], name: str) -> None:

@@ -124,7 +124,7 @@ class HiddenDeal:
 
 def _hiding_deals(events: tuple[Event, ...], shown: int | None) -> tuple[Event | HiddenDeal, ...]:
     # Cards dealt to a seat other than `shown` become their count; a visible event is passed on
-    # as the same object (service/writing.py reuses its encoding).
+    # as the same object (service/writing.py reuses its values).
     return tuple(
         HiddenDeal(e.seat, len(e.cards))
         if isinstance(e, CardsDealt) and e.seat is not None and e.seat != shown

@@ -238,20 +238,20 @@ class Handlers:
         if index is None and unreadable is not None:
             index, refused = len(actions), unreadable
         final = result.state
-        encoded = writing.state_bytes(final)
+        state = writing.state_fields(final)
         refusal = None
         if refused is not None:
             as_refusal = errors.from_rule_error(refused)
-            refusal = writing.refusal_bytes(
+            refusal = writing.refusal_fields(
                 as_refusal.reason, as_refusal.message, as_refusal.metadata
             )
         response = writing.replay_response_bytes(
-            encoded,
+            state,
             result.events,
-            writing.moves_bytes(final.to_move, self._moves(final)),
+            writing.moves_fields(final.to_move, self._moves(final)),
             refused_index=index,
             refusal=refusal,
-            signed_state=self._seal(encoded),
+            signed_state=self._seal(state),
         )
         return Answer(response, final.seq)
 
@@ -384,12 +384,13 @@ class Handlers:
             )
         return request.state
 
-    def _seal(self, state: bytes) -> bytes | None:
-        """The encoded signed form of an encoded returned state, when signing."""
+    def _seal(self, state: writing.Fields) -> writing.Fields | None:
+        """The signed form of a returned state (its values), when signing."""
         if self.keyring is None:
             return None
-        key_id, signature = self.keyring.sign(state)
-        return writing.signed_state_bytes(state, key_id, signature)
+        encoded = writing.state_bytes(state)
+        key_id, signature = self.keyring.sign(encoded)
+        return writing.signed_state_fields(encoded, key_id, signature)
 
     def _moves(self, state: State) -> tuple[Move, ...]:
         """Legal moves of the seat to move, timing the plan generation of each card."""
@@ -404,13 +405,13 @@ class Handlers:
 
     def _result(self, state: State, events: tuple[engine.Event, ...]) -> bytes:
         """The response of NewMatch or Apply: state, events as everyone and each seat sees them."""
-        encoded = writing.state_bytes(state)
+        fields = writing.state_fields(state)
         return writing.match_response_bytes(
-            encoded,
+            fields,
             events,
-            writing.moves_bytes(state.to_move, self._moves(state)),
+            writing.moves_fields(state.to_move, self._moves(state)),
             commitment(state.seed),
-            self._seal(encoded),
+            self._seal(fields),
         )
 
 

@@ -1,5 +1,5 @@
 """Test machinery that is not a test: the server as a child process, the soak, shared helpers,
-and the oracles the engine and the service are checked against (brute, reference_encoder).
+and the oracle the engine is checked against (brute).
 
 Used by tests/, benchmarks/ and the reliability runs from the repository root; never
 installed and never in the image.

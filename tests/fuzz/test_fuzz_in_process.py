@@ -8,7 +8,7 @@ from tests.fuzz.in_process import fuzz
 REQUESTS = 3000
 
 
-def test_fuzzed_requests_end_as_answers_equal_to_the_old_path_or_clean_refusals() -> None:
+def test_fuzzed_requests_end_as_answers_that_read_back_or_clean_refusals() -> None:
     """No unexpected outcome; every method answered and refused; the run reached the rules."""
     run = fuzz(REQUESTS, seed=1)
     assert run.unexpected == [] and run.unexpected_count == 0

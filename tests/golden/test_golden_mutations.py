@@ -44,44 +44,42 @@ class Mutation:
 
 MUTATIONS = (
     Mutation(
-        "jacks and aces swapped in a hand score",
+        "the seats' scores of a hand swapped",
         "writing",
-        "integer(SEAT_SCORE_JACKS, score.jacks),\n"
-        "            integer(SEAT_SCORE_ACES, score.aces),",
-        "integer(SEAT_SCORE_JACKS, score.aces),\n"
-        "            integer(SEAT_SCORE_ACES, score.jacks),",
+        '"seats": [_seat_score(s) for s in event.seats],',
+        '"seats": [_seat_score(s) for s in event.seats[::-1]],',
     ),
     Mutation(
         "hand and captured swapped in a state's seat",
         "writing",
-        'b"".join([_HAND[c] for c in hand])\n        + b"".join([_PILE[c] for c in pile])',
-        'b"".join([_HAND[c] for c in pile])\n        + b"".join([_PILE[c] for c in hand])',
+        '"hand": [CODES[c] for c in hands[seat]],\n'
+        '                "captured": [CODES[c] for c in piles[seat]],',
+        '"hand": [CODES[c] for c in piles[seat]],\n'
+        '                "captured": [CODES[c] for c in hands[seat]],',
     ),
     Mutation(
         "cards and same_rank swapped in the Captured event",
         "writing",
-        "_cards(CAPTURED_CARDS, event.cards)\n"
-        "        + _cards(CAPTURED_SAME_RANK, event.same_rank)",
-        "_cards(CAPTURED_CARDS, event.same_rank)\n"
-        "        + _cards(CAPTURED_SAME_RANK, event.cards)",
+        '"cards": _codes(event.cards),\n            "same_rank": _codes(event.same_rank),',
+        '"cards": _codes(event.same_rank),\n            "same_rank": _codes(event.cards),',
     ),
     Mutation(
         "basras and total swapped in a state's seat",
         "writing",
-        "integer(SEAT_STATE_BASRAS, basras)\n        + integer(SEAT_STATE_TOTAL, total)",
-        "integer(SEAT_STATE_BASRAS, total)\n        + integer(SEAT_STATE_TOTAL, basras)",
+        '"basras": basras[seat],\n                "total": totals[seat],',
+        '"basras": totals[seat],\n                "total": basras[seat],',
     ),
     Mutation(
         "replacements and returned swapped in FloorFixed",
         "writing",
-        "_cards(FLOOR_FIXED_RETURNED, event.returned)",
-        "_cards(FLOOR_FIXED_RETURNED, event.replacements)",
+        '"returned": _codes(event.returned),',
+        '"returned": _codes(event.replacements),',
     ),
     Mutation(
         "the last card of the deck dropped",
         "writing",
-        'b"".join([_DECK[c] for c in state.deck]),',
-        'b"".join([_DECK[c] for c in state.deck[:-1]]),',
+        '"deck": [CODES[c] for c in state.deck],',
+        '"deck": [CODES[c] for c in state.deck[:-1]],',
     ),
     Mutation(
         "the last legal move dropped",
@@ -92,50 +90,63 @@ MUTATIONS = (
     Mutation(
         "carry before and after swapped in HandScored",
         "writing",
-        "integer(HAND_SCORED_CARRY_BEFORE, event.carry_before)",
-        "integer(HAND_SCORED_CARRY_BEFORE, event.carry_after)",
+        '"carry_before": event.carry_before,',
+        '"carry_before": event.carry_after,',
     ),
     Mutation(
         "a plan's sweep flag taken from its Basra flag",
         "writing",
-        "boolean(PLAN_SWEEP, plan.sweep)",
-        "boolean(PLAN_SWEEP, plan.basra)",
+        '"sweep": plan.sweep,',
+        '"sweep": plan.basra,',
     ),
     Mutation(
         "the views' hand sizes given to the wrong seats",
         "writing",
-        "integer(PUBLIC_SEAT_HAND_SIZE, view.hand_sizes[seat])",
-        "integer(PUBLIC_SEAT_HAND_SIZE, view.hand_sizes[1 - seat])",
+        '"hand_size": view.hand_sizes[seat],',
+        '"hand_size": view.hand_sizes[1 - seat],',
     ),
     Mutation(
         "the final totals reversed in MatchOver",
         "writing",
-        "wire.packed(MATCH_OVER_TOTALS, event.totals)",
-        "wire.packed(MATCH_OVER_TOTALS, event.totals[::-1])",
+        '"totals": list(event.totals)',
+        '"totals": list(event.totals[::-1])',
     ),
     Mutation(
         "the last capturer left out of the state",
         "writing",
-        "optional_int(STATE_LAST_CAPTURER, state.last_capturer),",
-        "optional_int(STATE_LAST_CAPTURER, None),",
+        '"last_capturer": state.last_capturer,',
+        '"last_capturer": None,',
     ),
     Mutation(
         "a hidden deal's count replaced by its seat",
         "writing",
-        "integer(HIDDEN_DEAL_COUNT, event.count)",
-        "integer(HIDDEN_DEAL_COUNT, event.seat)",
+        '"count": event.count',
+        '"count": event.seat',
     ),
     Mutation(
         "a Replay's refused index left out",
         "writing",
-        "optional_int(REPLAY_RESPONSE_REFUSED_INDEX, refused_index),",
-        "optional_int(REPLAY_RESPONSE_REFUSED_INDEX, None),",
+        "refused_index=refused_index,",
+        "refused_index=None,",
     ),
     Mutation(
-        "a field number of the state swapped with another",
+        "dealer and hand number swapped in the state",
         "writing",
-        "integer(STATE_DEALER, state.dealer),",
-        "integer(STATE_HAND_NUMBER, state.dealer),",
+        '"dealer": state.dealer,\n        "hand_number": state.hand_number,',
+        '"dealer": state.hand_number,\n        "hand_number": state.dealer,',
+    ),
+    Mutation(
+        "a seat's list shows the other seat's dealt cards",
+        "writing",
+        "fields if seen is event else event_fields(seen)",
+        "fields",
+    ),
+    Mutation(
+        "the signed state left out of NewMatch and Apply answers",
+        "writing",
+        "public_events=_shown(events, made, public_events(events)),\n"
+        "        signed_state=signed_state,",
+        "public_events=_shown(events, made, public_events(events)),\n        signed_state=None,",
     ),
     Mutation(
         "the received totals read from the wrong seats",
