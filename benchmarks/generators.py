@@ -103,8 +103,20 @@ def compare(config: str, server: Server, args: argparse.Namespace) -> dict[str, 
     }
 
 
+def paired(result: dict[str, Any]) -> dict[str, float]:
+    """Per figure, the median over the rounds of ghz's figure over basra-rules load's in the
+    same round (the two ran back to back, so the machine's drift mostly cancels)."""
+    pairs = _pairs(result)
+    return {f: statistics.median(g[f] / ours[f] for g, ours in pairs) for f in FIGURES}
+
+
+def _pairs(result: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    by = {g: [r for r in result["rounds"] if r["generator"] == g] for g in GENERATORS}
+    return list(zip(by["ghz"], by["basra-rules load"], strict=True))
+
+
 def report(results: Sequence[dict[str, Any]]) -> str:
-    """The medians side by side, and ghz over basra-rules load."""
+    """The medians side by side, and ghz over basra-rules load round by round."""
     lines = [
         f"{'config':<28} {'generator':<17} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'gen CPU µs/call':>15} {'server CPU µs/call':>18}"
@@ -118,14 +130,17 @@ def report(results: Sequence[dict[str, Any]]) -> str:
             )
         starts = ", ".join(f"{g} {s:.2f} s" for g, s in result["start_cpu_seconds"].items())
         lines.append(f"{'':<28} start-up CPU (one-call run, not in gen CPU): {starts}")
-        ghz, ours = result["medians"]["ghz"], result["medians"]["basra-rules load"]
+        q = paired(result)
         lines.append(
-            f"{'':<28} {'ghz / load':<17} {ghz['rps'] / ours['rps']:>8.2f} "
-            f"{ghz['p50_ms'] / ours['p50_ms']:>7.2f} {ghz['p99_ms'] / ours['p99_ms']:>7.2f} "
-            f"{ghz['generator_cpu_us'] / ours['generator_cpu_us']:>15.2f} "
-            f"{ghz['server_cpu_us'] / ours['server_cpu_us']:>18.2f}"
+            f"{'':<28} {'ghz / load':<17} {q['rps']:>8.2f} {q['p50_ms']:>7.2f} "
+            f"{q['p99_ms']:>7.2f} {q['generator_cpu_us']:>15.2f} {q['server_cpu_us']:>18.2f}"
             + (f"  errors {result['errors']}" if result["errors"] else "")
         )
+        lowest, highest = (
+            min(r["rps"] / o["rps"] for r, o in _pairs(result)),
+            max(r["rps"] / o["rps"] for r, o in _pairs(result)),
+        )
+        lines.append(f"{'':<28} ghz / load calls/s by round: {lowest:.2f} to {highest:.2f}")
     return "\n".join(lines)
 
 
@@ -138,7 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both generators")
     parser.add_argument("--calls", type=int, default=5000, help="calls per run")
     parser.add_argument("--json-out", type=Path, help="also write the results as JSON")
+    parser.add_argument("--from-json", type=Path, help="print a saved run (--json-out) again")
     args = parser.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        print(f"{args.from_json}: {saved['started']}; command: {' '.join(saved['argv'] or [])}")
+        print(report(saved["results"]))
+        return 0
     if not ghz_tool.GHZ.is_file():
         print(ghz_tool.MISSING, file=sys.stderr)
         return 2
