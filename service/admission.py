@@ -51,6 +51,10 @@ RULES_PREFIX = f"/{SERVICE_NAME}/"
 # Unary health methods answered on the probe lane (Watch streams stay on the work pool: a
 # blocking stream would hold the lane's thread for as long as the client watches).
 PROBE_METHODS = ("/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/List")
+# Health Watch (client-side health checking: a stream per client subchannel) is non-blocking:
+# grpc's call of it returns at once and its answers go out through a callback, so it also runs
+# on the probe lane, and never holds a work thread or a place under the bound.
+WATCH_METHOD = "/grpc.health.v1.Health/Watch"
 PROBE_THREADS = 1
 # The retry delay: the running mean time an admitted call stays, jittered by +-50 %, within
 # these bounds (seconds).
@@ -333,6 +337,10 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
             return None
         if ours:
             self.pool.arriving = method
+        elif method == WATCH_METHOD and getattr(
+            handler.unary_stream, "experimental_non_blocking", False
+        ):
+            return self._watch(handler)
         elif method not in PROBE_METHODS:
             return handler
         known = self._wrapped.get(method)
@@ -343,6 +351,24 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         else:
             moved = _unary(handler, _on_lane(handler.unary_unary, self.probe_lane))
         self._wrapped[method] = (handler, moved)
+        return moved
+
+    def _watch(self, handler: Handler) -> Handler:
+        """Health Watch on the probe lane, still non-blocking."""
+        known = self._wrapped.get(WATCH_METHOD)
+        if known is not None and known[0] is handler:
+            return known[1]
+        inner = handler.unary_stream
+
+        def watch(request: Any, context: Context, send_response_callback: Any = None) -> None:
+            inner(request, context, send_response_callback=send_response_callback)
+
+        watch.experimental_non_blocking = True  # type: ignore[attr-defined]
+        watch.experimental_thread_pool = self.probe_lane  # type: ignore[attr-defined]
+        moved = grpc.unary_stream_rpc_method_handler(
+            watch, handler.request_deserializer, handler.response_serializer
+        )
+        self._wrapped[WATCH_METHOD] = (handler, moved)
         return moved
 
     def _refuser(self, method: str, handler: Handler) -> Handler:

@@ -286,6 +286,9 @@ class ObservingInterceptor(_Observing, grpc.ServerInterceptor):  # type: ignore[
 
             return _rebuild(handler, single)
 
+        if getattr(inner, "experimental_non_blocking", False):
+            return _rebuild(handler, _non_blocking(inner, observer, grace))
+
         def stream(request: Any, context: Context) -> Iterator[Any]:
             start = observer.started()
             failed = True
@@ -297,6 +300,27 @@ class ObservingInterceptor(_Observing, grpc.ServerInterceptor):  # type: ignore[
                 observer.finished(start, context, code)
 
         return _rebuild(handler, stream)
+
+
+def _non_blocking(inner: Callable[..., Any], observer: MethodObserver, grace: Grace) -> Any:
+    """A non-blocking streaming behaviour (health Watch) observed without blocking: it returns
+    at once and sends its answers through grpc's callback, so it holds no thread while its
+    client watches; the call is recorded when it ends."""
+
+    def watched(request: Any, context: Context, send_response_callback: Any = None) -> None:
+        start = observer.started()
+
+        def ended() -> None:
+            observer.finished(start, context, seen_by_client(context, grace))
+
+        if not context.add_callback(ended):  # ended already
+            ended()
+            return
+        inner(request, context, send_response_callback=send_response_callback)
+
+    watched.experimental_non_blocking = True  # type: ignore[attr-defined]
+    watched.experimental_thread_pool = getattr(inner, "experimental_thread_pool", None)  # type: ignore[attr-defined]
+    return watched
 
 
 class AsyncObservingInterceptor(_Observing, grpc.aio.ServerInterceptor):  # type: ignore[type-arg]

@@ -105,6 +105,8 @@ class InProcess:
     tally: Tally
     log: io.StringIO
     stop: Callable[[float], None]
+    built: Any = None
+    """The sync server's SyncServer (its health servicer, its admission); None for asyncio."""
     channel: grpc.Channel = field(init=False)
 
     def __post_init__(self) -> None:
@@ -133,7 +135,7 @@ def start_sync(
     observer = _observer(tally, log, tracing)
     server: SyncServer = build_sync(_replace_host(config), observer, 0, handlers)
     server.start()
-    return InProcess(server.port, registry, tally, log, server.stop)
+    return InProcess(server.port, registry, tally, log, server.stop, server)
 
 
 def start_async(

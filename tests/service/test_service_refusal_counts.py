@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from service_support import InProcess, start_sync
 
 from service import admission
 from service.config import Config
 from service.server import receive_limit
+from tests.service.service_support import InProcess, start_sync
 
 NEW_MATCH = "/basra.v1.RulesService/NewMatch"
 CONFIG = Config(port=0, metrics_port=0)
@@ -49,7 +49,7 @@ def _counted(server: InProcess) -> dict[tuple[str, str], float]:
 def _send_labels(server: InProcess, size: int, timeout: float | None) -> grpc.RpcError:
     request = pb.NewMatchRequest(labels=["x" * size]).SerializeToString()
     with pytest.raises(grpc.RpcError) as raised:
-        server.channel.unary_unary(NEW_MATCH)(request, timeout=timeout)
+        server.channel.unary_unary(NEW_MATCH, None, None)(request, timeout=timeout)
     error = raised.value
     assert isinstance(error, grpc.RpcError)
     return error
@@ -61,7 +61,7 @@ def test_a_message_past_the_limit_is_counted_request_too_large(
 ) -> None:
     """3 MiB against a 1 MiB limit: the service's own refusal, counted as its client saw it."""
     error = _send_labels(server, 3 * 1024 * 1024, timeout)
-    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert _counted(server) == {
         ("code", "RESOURCE_EXHAUSTED"): 1,
         ("reason", "REQUEST_TOO_LARGE"): 1,
@@ -78,8 +78,8 @@ def test_a_message_grpc_itself_refuses_is_never_counted_as_a_deadline(
     forms (which one is a race in grpc): half-closed, counted REQUEST_TOO_LARGE, or cancelled.
     """
     error = _send_labels(server, receive_limit(CONFIG) + 1024, timeout)
-    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
-    assert "larger than max" in (error.details() or "")  # type: ignore[attr-defined]
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in (error.details() or "")
     counted = _counted(server)
     assert counted in (
         {("code", "RESOURCE_EXHAUSTED"): 1, ("reason", "REQUEST_TOO_LARGE"): 1},
