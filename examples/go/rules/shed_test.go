@@ -23,9 +23,10 @@ import (
 // waitLimit bounds each wait of this test for the server (never reached when it passes).
 const waitLimit = 20 * time.Second
 
-// holdSlot opens an Apply call and sends nothing more than its headers: the server admits it
-// (a held call) and its worker thread waits for the request body, until release. The grpc
-// sync server reads a unary request in the thread it gave the call, after admission.
+// holdSlot opens a NewMatch call and sends nothing but its headers: the server admits it (a
+// held call) and its worker thread waits for the request body (the grpc sync server reads a
+// unary request in the thread it gave the call, after admission). release sends the body and
+// reads the answer: the call ends as any other and lets go of the slot.
 func holdSlot(t *testing.T, address string) (release func()) {
 	t.Helper()
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -33,14 +34,25 @@ func holdSlot(t *testing.T, address string) (release func()) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	if _, err := conn.NewStream(ctx, &grpc.StreamDesc{}, basrav1.RulesService_Apply_FullMethodName); err != nil {
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{}, basrav1.RulesService_NewMatch_FullMethodName)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
-			cancel() // the server's thread sees the call cancelled and lets go of the slot
-			_ = conn.Close()
+			defer conn.Close()
+			defer cancel()
+			err := stream.SendMsg(&basrav1.NewMatchRequest{Seed: []byte("go-held")})
+			if err == nil {
+				err = stream.CloseSend()
+			}
+			if err == nil {
+				err = stream.RecvMsg(&basrav1.NewMatchResponse{})
+			}
+			if err != nil {
+				t.Errorf("the held call: %v", err)
+			}
 		})
 	}
 	t.Cleanup(release)
@@ -79,15 +91,21 @@ type attempts struct {
 	onFirst func(attempt)
 }
 
-func (a *attempts) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+// methodKey tags an RPC's context with its method, so that only NewMatch is recorded (the
+// channel's health checking runs a Watch stream of its own).
+type methodKey struct{}
+
+func (a *attempts) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, methodKey{}, info.FullMethodName)
+}
 func (a *attempts) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
 	return ctx
 }
 func (a *attempts) HandleConn(context.Context, stats.ConnStats) {}
 
-func (a *attempts) HandleRPC(_ context.Context, s stats.RPCStats) {
+func (a *attempts) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	end, ok := s.(*stats.End)
-	if !ok || !end.IsClient() {
+	if !ok || !end.IsClient() || ctx.Value(methodKey{}) != basrav1.RulesService_NewMatch_FullMethodName {
 		return
 	}
 	ended := attempt{code: codes.OK}
@@ -107,6 +125,11 @@ func (a *attempts) HandleRPC(_ context.Context, s stats.RPCStats) {
 
 func TestAShedCallIsRetriedToSuccessByTheServiceConfig(t *testing.T) {
 	s := need(t, "shedding")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the shedding server's log:\n%s", s.log)
+		}
+	})
 	// The same server without the policy: each refusal reaches the caller as it is.
 	bare, err := rules.Dial(s.address, rules.Options{})
 	if err != nil {
