@@ -373,6 +373,8 @@ def server_counts(
             counts[f"refused {tags['reason']}"] = delta
         elif name == "grpc_server_handled_total" and tags.get("grpc_method") == rpc:
             counts[f"handled {tags['grpc_code']}"] = delta
+        elif name in ("basra_calls_arrived_total", "basra_calls_taken_in_total"):
+            counts[name.removeprefix("basra_calls_").removesuffix("_total")] = delta
         elif name == "basra_suggest_seconds_count":
             counts["searches"] = counts.get("searches", 0.0) + delta
         elif name == "basra_plan_generation_seconds_count":

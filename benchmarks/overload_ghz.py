@@ -214,6 +214,10 @@ def medians(phases: Sequence[Phase]) -> list[dict[str, Any]]:
         for run in runs:
             reasons.update(run.reasons)
             server.update({k: v for k, v in run.server.items() if k.startswith("refused")})
+            # What gRPC core refused (or still held) before the server took it in.
+            server["refused by core"] += run.server.get("arrived", 0) - run.server.get(
+                "taken_in", 0
+            )
         row["callers_per_run"] = {k: round(v / len(runs)) for k, v in sorted(reasons.items())}
         row["server_per_run"] = {k: round(v / len(runs)) for k, v in sorted(server.items())}
         rows.append(row)

@@ -71,6 +71,8 @@ class Metrics:
     queue_wait_seconds: Histogram
     calls_held: Gauge
     calls_held_limit: Gauge
+    calls_arrived: Counter
+    calls_taken_in: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
@@ -155,6 +157,18 @@ class Metrics:
                 registry=registry,
                 multiprocess_mode="liveall",
             ),
+            # What arrived minus what was taken in is what gRPC core refused (or still holds)
+            # before the service saw it: sampled every flush.
+            calls_arrived=Counter(
+                "basra_calls_arrived",
+                "Calls gRPC core started on a worker's server (channelz), any method.",
+                registry=registry,
+            ),
+            calls_taken_in=Counter(
+                "basra_calls_taken_in",
+                "Calls a worker's server took in from gRPC core (its first interceptor saw them).",
+                registry=registry,
+            ),
         )
 
 
@@ -191,7 +205,24 @@ class Tally:
         self._wait_buckets = [0] * (len(WAIT_BUCKETS) + 1)
         self._wait_seconds = 0.0
         self._held: Callable[[], int] | None = None
+        self._intake: tuple[Callable[[], int], Callable[[], int], list[int]] | None = None
         self._flush_lock = threading.Lock()
+
+    def watch_intake(self, arrived: Callable[[], int], taken_in: Callable[[], int]) -> None:
+        """Add the growth of `arrived()` and `taken_in()` (running totals) to their counters
+        at every flush."""
+        self._intake = (arrived, taken_in, [0, 0])
+
+    def _flush_intake(self) -> None:
+        if self._intake is None:
+            return
+        arrived, taken_in, last = self._intake
+        for index, (total, counter) in enumerate(
+            ((arrived(), self.metrics.calls_arrived), (taken_in(), self.metrics.calls_taken_in))
+        ):
+            if total > last[index]:
+                counter.inc(total - last[index])
+                last[index] = total
 
     def watch_held(self, held: Callable[[], int], limit: int) -> None:
         """Sample `held()` into basra_calls_held at every flush; state the bound once."""
@@ -275,6 +306,7 @@ class Tally:
             family = self.metrics
             if self._held is not None:
                 family.calls_held.set(self._held())
+            self._flush_intake()
             if any(waits[0]):
                 _add_to_histogram(family.queue_wait_seconds, *waits)
             for labels, started, handled, buckets, seconds in methods:

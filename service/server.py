@@ -6,6 +6,7 @@ every service before it stops accepting calls and lets in-flight calls finish wi
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -123,6 +124,18 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     )
 
 
+def channelz_calls_started() -> int:
+    """Calls gRPC core started on the servers of this process, by channelz (on by default):
+    every call that reached a worker, whether or not its server took it in."""
+    from grpc._cython import cygrpc  # type: ignore[attr-defined]  # channelz in grpcio
+
+    try:
+        servers = json.loads(cygrpc.channelz_get_servers(0)).get("server", [])
+    except (ValueError, RuntimeError):
+        return 0
+    return sum(int(server.get("data", {}).get("callsStarted", 0)) for server in servers)
+
+
 def _no_wait_observation(seconds: float) -> None:
     """Without metrics: record no wait."""
 
@@ -208,6 +221,8 @@ def build_sync(
         admission, observer.metrics, observer.logger, SYNC_THREADS, observe_wait
     )
     interceptors.insert(0, admitting)
+    if observer.metrics is not None:
+        observer.metrics.watch_intake(channelz_calls_started, lambda: admitting.taken_in)
     executor = admitting.pool
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
