@@ -8,7 +8,7 @@ run's), and is a function from a whole State to the Action it plays. Names:
   commit), loaded side by side in the same process; it sees the same information set.
 - `PEEK_HAND`: STRONG's search told the opponent's true hand (one deal, the real one).
 - `PEEK_DECK`: the same told the opponent's hand and the deck's order: it searches across
-  the round's end into the true next deal where the budget allows (engine.bot.search_hands).
+  the round's end into the true next deal where the budget allows (`ToldDeckSearch`).
 
 The peekers read the State's hidden parts on purpose, to measure how much room honest play
 has (the ceiling, docs/bot.md). They live here, in benchmark code; the service only ever
@@ -26,7 +26,12 @@ from types import ModuleType
 from typing import Any
 
 from engine import Action, State
-from engine.bot import DEFAULT_BUDGET, Budget, Level, search_hands, suggest
+from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, search_hands, suggest
+from engine.bot.levels import MAX_DEPTH
+from engine.bot.moves import Steps
+from engine.bot.search import INFINITY, RoundSearch
+from engine.cards import mask_of
+from engine.facts import DECK_SIZE, HAND_CARDS
 from engine.view import information_set
 
 Decide = Callable[[State], Action]
@@ -114,12 +119,106 @@ def player(spec: str, budget: Budget = DEFAULT_BUDGET) -> Decide:
 
     def peek(state: State) -> Action:
         seat = _seat(state)
-        hand = tuple(sorted(state.hands[1 - seat]))
-        decks = [state.deck] if told_deck else None
-        chosen = search_hands(information_set(state, seat), [hand], budget, decks=decks)
+        if told_deck:
+            chosen = peek_deck(state, seat, budget)
+        else:
+            hand = tuple(sorted(state.hands[1 - seat]))
+            chosen = search_hands(information_set(state, seat), [hand], budget)
         return Action(seat, chosen.card, chosen.plan_id)
 
     return peek
+
+
+CROSS_PLIES = 8
+"""Plies searched past the round's end when the deal fixes the next round (a told deck)."""
+CROSS_DEPTH = 12
+"""The most plies searched when crossing a round's end."""
+
+
+class ToldDeckSearch(RoundSearch):
+    """STRONG's search of one deal told the next round's hands as well: past the round's end
+    it searches on into that deal while its depth lasts."""
+
+    __slots__ = ("_boundary", "_first", "_later", "_second")
+
+    def __init__(
+        self,
+        majority_points: int,
+        deck_mask: int,
+        node_limit: int,
+        depth: int,
+        next_deal: tuple[int, int],
+    ) -> None:
+        """`next_deal`: the next round's hands as masks, the non-dealer's then the dealer's."""
+        super().__init__(majority_points, deck_mask, node_limit, depth)
+        self._first, self._second = next_deal
+        # The round's end is where the piles and the floor hold every card but the deck's.
+        self._boundary = DECK_SIZE - deck_mask.bit_count()
+        # The next round's end is valued against the deck its hands leave.
+        self._later = RoundSearch(majority_points, deck_mask & ~(self._first | self._second), 0, 0)
+
+    def negamax(  # noqa: PLR0917 (as RoundSearch.negamax)
+        self,
+        mover: int,
+        other: int,
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int,
+        beta: int,
+    ) -> int:
+        """As RoundSearch.negamax; with no card left (after `last_play`) the round is over."""
+        if mover:
+            return super().negamax(mover, other, floor, mine, theirs, depth, alpha, beta)
+        if depth > 0 and self._ends_round(floor, mine, theirs):
+            return super().negamax(
+                self._first, self._second, floor, mine, theirs, depth, alpha, beta
+            )
+        self.count(1)
+        return self.evaluate(floor, mine, theirs)
+
+    def last_play(  # noqa: PLR0917 (as RoundSearch.last_play)
+        self,
+        ways: tuple[Steps, ...],
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int = -INFINITY,
+        beta: int = INFINITY,
+    ) -> int:
+        """Deep enough, each last play is searched on, as a position with no card left."""
+        if depth <= 1:
+            return super().last_play(ways, floor, mine, theirs, depth, alpha, beta)
+        children = [(0, floor ^ moved, gain, taken, 0) for moved, gain, taken in ways]
+        return self.cut_off(children, 0, mine, theirs, depth, alpha, beta)
+
+    def evaluate(self, floor: int, mine: int, theirs: int) -> int:
+        """As RoundSearch.evaluate at the current round's end, against the later deck past it."""
+        if self._ends_round(floor, mine, theirs):
+            return super().evaluate(floor, mine, theirs)
+        return self._later.evaluate(floor, mine, theirs)
+
+    def _ends_round(self, floor: int, mine: int, theirs: int) -> bool:
+        """Whether a position with no card in hand is the current round's end."""
+        return floor.bit_count() + mine + theirs == self._boundary
+
+
+def peek_deck(state: State, seat: int, budget: Budget) -> Suggestion:
+    """STRONG's search told the opponent's hand and the deck's order (`PEEK_DECK`)."""
+    info = information_set(state, seat)
+    hand = tuple(sorted(state.hands[1 - seat]))
+    deck = state.deck
+    if len(deck) < 2 * HAND_CARDS:
+        return search_hands(info, [hand], budget)
+    next_deal = mask_of(deck[:HAND_CARDS]), mask_of(deck[HAND_CARDS : 2 * HAND_CARDS])
+    plies = min(CROSS_DEPTH, min(MAX_DEPTH, len(info.hand) + info.opponent_hand_size) + CROSS_PLIES)
+
+    def deal_search(majority: int, deck_mask: int, node_limit: int, depth: int) -> RoundSearch:
+        return ToldDeckSearch(majority, deck_mask, node_limit, depth, next_deal)
+
+    return search_hands(info, [hand], budget, deal_search=deal_search, plies=plies)
 
 
 def _seat(state: State) -> int:

@@ -7,6 +7,7 @@ searches sampled deals (engine.bot.search). Each reads only an InformationSet.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import combinations
@@ -18,7 +19,7 @@ from engine.bot.sampling import Draws
 from engine.bot.search import EndgameSolver, OutOfNodes, RoundSearch
 from engine.cards import Card, cards_of, mask_of, shows_codes
 from engine.errors import Reason, RuleError
-from engine.facts import BASRA_POINTS, DEFAULT_WORK_LIMIT, HAND_CARDS, MAJORITY_POINTS
+from engine.facts import BASRA_POINTS, DEFAULT_WORK_LIMIT, MAJORITY_POINTS
 from engine.infoset import InformationSet
 from engine.plans import plans_for
 
@@ -259,18 +260,25 @@ def _strong(
     return _search(info, options, hands, budget, spent)
 
 
+DealSearch = Callable[[int, int, int, int], RoundSearch]
+"""What searches one deal: (majority points, the deal's deck, node limit, plies) -> search."""
+
+
 def search_hands(
     info: InformationSet,
     opponent_hands: list[tuple[Card, ...]],
     budget: Budget = DEFAULT_BUDGET,
     work_limit: int = DEFAULT_WORK_LIMIT,
-    decks: list[tuple[Card, ...]] | None = None,
+    *,
+    deal_search: DealSearch = RoundSearch,
+    plies: int | None = None,
 ) -> Suggestion:
-    """STRONG's search over given opponent hands (and deck orders) instead of sampled ones.
+    """STRONG's search over given opponent hands instead of sampled ones.
 
     For analysis: given the opponent's true hand it is the cheating twin of the tests, and
-    with the true deck too the ceiling of benchmarks/bot_players.py, which show what the
-    honest bot does not know. The service never calls it.
+    the ceiling of benchmarks/bot_players.py (which gives its own `deal_search` and `plies`
+    to search on into the true next deal), which show what the honest bot does not know.
+    The service never calls it.
     """
     _check(info, budget)
     options = _options(info, work_limit)
@@ -281,7 +289,9 @@ def search_hands(
         solved, spent = _solve(info, options, budget.nodes)
         if solved is not None:
             return solved
-    return _search(info, options, opponent_hands, budget, spent, decks=decks)
+    return _search(
+        info, options, opponent_hands, budget, spent, deal_search=deal_search, plies=plies
+    )
 
 
 def _search(
@@ -291,10 +301,12 @@ def _search(
     budget: Budget,
     spent: int,
     *,
-    decks: list[tuple[Card, ...]] | None = None,
+    deal_search: DealSearch = RoundSearch,
+    plies: int | None = None,
 ) -> Suggestion:
     """Search the deals of the given opponent hands, one after another, within the budget
-    (of which `spent` nodes are already gone); `decks`, when given, the deck order of each."""
+    (of which `spent` nodes are already gone), `plies` deep (by default MAX_DEPTH, or the
+    plays left in the round)."""
     me, opp = info.seat, 1 - info.seat
     hand = tuple(sorted(info.hand))
     counts = (len(info.captured[me]), len(info.captured[opp]))
@@ -308,20 +320,17 @@ def _search(
     base = _points(info, me) - _points(info, opp)
     nodes = spent
     searched = 0
-    depth = min(MAX_DEPTH, len(hand) + info.opponent_hand_size)
+    depth = min(MAX_DEPTH, len(hand) + info.opponent_hand_size) if plies is None else plies
     active = list(range(n))
     history: list[list[int]] = [[] for _ in range(n)]
-    for number, world in enumerate(hands):
+    for world in hands:
         left = budget.nodes - nodes
         if searched and left * searched < nodes:
             break  # another deal would likely not fit in what is left
         if searched >= PRUNE_AFTER and len(active) > 1:
             active = _survivors(active, history, totals, deals)
-        next_deal = _next_deal(decks[number]) if decks else None
-        if next_deal is not None and not searched:
-            depth = min(CROSS_DEPTH, depth + CROSS_PLIES)
         while True:
-            search = RoundSearch(majority, unseen & ~mask_of(world), left, depth, next_deal)
+            search = deal_search(majority, unseen & ~mask_of(world), left, depth)
             try:
                 values = search.values([moves[i] for i in active], hand, world, counts)
                 break
@@ -355,13 +364,6 @@ def _search(
         sampled=searched,
         nodes=nodes,
     )
-
-
-def _next_deal(deck: tuple[Card, ...]) -> tuple[int, int] | None:
-    """The next round's hands of a deck order, as masks (non-dealer's, dealer's), if any."""
-    if len(deck) < 2 * HAND_CARDS:
-        return None
-    return mask_of(deck[:HAND_CARDS]), mask_of(deck[HAND_CARDS : 2 * HAND_CARDS])
 
 
 def _solve(
@@ -437,10 +439,6 @@ MAX_DEPTH = 7
 """Plies searched at most. A round has eight plays; at its first, the last one (the
 dealer's last card) is left to the evaluation: that frees nodes for more deals within the
 same budget (docs/bot.md, "STRONG: the search")."""
-CROSS_PLIES = 8
-"""Plies searched past the round's end when the deal fixes the next round (a told deck)."""
-CROSS_DEPTH = 12
-"""The most plies searched when crossing a round's end."""
 MIN_DEPTH = 2
 """The shallowest search tried when a deal does not fit in the node budget."""
 PRUNE_AFTER = 4

@@ -49,21 +49,11 @@ class Effect(NamedTuple):
 # items 3i, 3i+1, 3i+2): the cards it moves, the points gained in thousandths, the cards put
 # on the pile. The floor after the play is the floor XOR the cards moved: a capture takes
 # cards that lie there, a trail adds the played card, which does not. Flat because a flat
-# tuple of integers is untracked by the cyclic garbage collector at its first look, however
-# the collector happens to order its objects; a tuple of tuples may stay tracked for a while
-# (measured: with nested steps, a full collection's pause grew from about 15 to 40 ms).
+# tuple of integers leaves the cyclic collector's sight, where a tuple of tuples may stay in
+# it and lengthen a full collection (BENCHMARKS.md, "Speed: one STRONG decision").
 Steps = tuple[int, ...]
-Step = tuple[int, int, int]
 ONE_STEP = 3
-"""Length of the steps of a card with one way to play: 99.8 % of a search's look-ups."""
-
-
-def each_step(steps: Steps) -> tuple[Step, ...]:
-    """The steps one by one. A search calls it only for a card with several ways to play,
-    `(steps,) if len(steps) == ONE_STEP else each_step(steps)`: building a zip costs more than
-    a node's other work on a card, and a card nearly always has one way to play."""
-    items = iter(steps)
-    return tuple(zip(items, items, items, strict=True))
+"""Length of the steps of a card with one way to play, by far the most common case."""
 
 
 def points_of(mask: int) -> int:
@@ -80,8 +70,8 @@ _CARD_FIELD = (1 << CARD_BITS) - 1
 
 @lru_cache(maxsize=1 << 16)
 def steps_on(key: int) -> Steps:
-    """The steps of a card on every floor of the same relevant part, by `step_key` (one
-    integer, as engine.plan_memo explains)."""
+    """The steps of a card on every floor of the same relevant part, by the key `plays`
+    makes (one integer, as engine.plan_memo explains)."""
     card, others, relevant = key & _CARD_FIELD, key >> CARD_BITS & 1, key >> CARD_BITS + 1
     floor = relevant | (_OTHER[card] if others else 0)
     plans = plans_unmemoised(card, floor)
@@ -96,11 +86,20 @@ def steps_on(key: int) -> Steps:
     return tuple(out)
 
 
-def step_key(card: Card, floor: int) -> int:
-    """The memo key of `card` on `floor`: the card, the floor cards that can change its plans
-    (engine.plans.RELEVANT) and whether any other card lies there."""
+def plays(card: Card, floor: int) -> tuple[Steps, ...]:
+    """The steps of `card` on `floor`, one by one (each a flat step of three integers), from
+    the memo of its relevant part.
+
+    The memo key is the card, the floor cards that can change its plans (engine.plans.RELEVANT)
+    and whether any other card lies there. A card nearly always has one way to play, whose
+    flat steps are already the one step: no zip is built for it.
+    """
     relevant = floor & RELEVANT[card]
-    return (relevant << 1 | (relevant != floor)) << CARD_BITS | card
+    steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
+    if len(steps) == ONE_STEP:
+        return (steps,)
+    items = iter(steps)
+    return tuple(zip(items, items, items, strict=True))
 
 
 def effects(card: Card, floor: int) -> list[Effect]:
@@ -110,10 +109,7 @@ def effects(card: Card, floor: int) -> list[Effect]:
     The steps behind them are memoised per relevant part of the floor, the way plans_for
     memoises: a search meets many floors that differ only where the card cannot look.
     """
-    return [
-        Effect(floor ^ moved, gain, taken)
-        for moved, gain, taken in each_step(steps_on(step_key(card, floor)))
-    ]
+    return [Effect(floor ^ moved, gain, taken) for moved, gain, taken in plays(card, floor)]
 
 
 def _plays_like(card: Card, other: Card) -> bool:

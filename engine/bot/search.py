@@ -10,8 +10,7 @@ the match.
 
 A search value is for the seat to move, in thousandths of a point, and counts only what
 happens from the searched position on; each play adds the points it takes (special cards
-and Basras). The functions are closures over one deal's constants: a node is the hottest
-code of the service, and local names are the cheapest lookups CPython has.
+and Basras).
 """
 
 from __future__ import annotations
@@ -29,9 +28,10 @@ from engine.bot.moves import (
     MILLI,
     ONE_STEP,
     Effect,
+    Steps,
     clearers,
     distinct_cards,
-    each_step,
+    plays,
     points_of,
     steps_on,
 )
@@ -42,18 +42,21 @@ from engine.plans import RELEVANT
 INFINITY = 1 << 50
 WIN_VALUE = 1000 * MILLI
 """What ending the match as its winner is worth to the exact solver, beyond the points."""
+_TARGET = TARGET * MILLI
 # Move ordering: bigger gains first, counting a card taken as this many thousandths.
 _ORDER_CARD = 300
+# The position key's fields: both hands and the floor (card masks), this seat's pile count.
+_MASK_BITS = DECK_SIZE
+_COUNT_BITS = DECK_SIZE.bit_length()
 
 Hand = tuple[Card, ...]
+Child = tuple[int, int, int, int, int]
+"""A node's move: its order key, the floor after it, the points gained, the cards taken, and
+the mover's hand left (a mask)."""
 
 
 class OutOfNodes(Exception):  # noqa: N818 (a budget running out, not an error)
     """The node budget of a deal ran out before its search finished."""
-
-
-def _first(item: tuple[int, int, int, int, Hand]) -> int:
-    return item[0]
 
 
 def root_values(
@@ -71,31 +74,41 @@ def root_values(
     return out
 
 
-class RoundSearch:
-    """Search of the rest of the current round in one sampled deal, `depth` plies at most."""
+class _Counted:
+    """A search within a node budget."""
 
-    __slots__ = ("_forget", "_negamax", "_nodes", "_round_over", "depth")
+    __slots__ = ("_limit", "nodes")
 
-    def __init__(
-        self,
-        majority_points: int,
-        deck_mask: int,
-        node_limit: int,
-        depth: int,
-        next_deal: tuple[int, int] | None = None,
-    ) -> None:
-        """`next_deal`: the next round's hands (the non-dealer's, the dealer's) as masks, when
-        the deal fixes them: the search then goes on past the round's end while its depth lasts.
-        """
-        self.depth = depth
-        self._negamax, self._round_over, self._nodes, self._forget = _round_search(
-            majority_points, deck_mask, node_limit, next_deal
-        )
-
-    @property
-    def nodes(self) -> int:
+    def __init__(self, node_limit: int) -> None:
+        self.nodes = 0
         """Nodes visited so far."""
-        return self._nodes()
+        self._limit = node_limit
+
+    def count(self, nodes: int) -> None:
+        """Count `nodes` more nodes; OutOfNodes, the whole budget spent, if they do not fit."""
+        total = self.nodes + nodes
+        if total > self._limit:
+            self.nodes = self._limit
+            raise OutOfNodes
+        self.nodes = total
+
+
+class RoundSearch(_Counted):
+    """Search of the rest of the current round in one sampled deal, `depth` plies at most.
+
+    A node is a position searched or a play that ends the round.
+    """
+
+    __slots__ = ("_deck", "_exposure", "_majority", "_table", "depth")
+
+    def __init__(self, majority_points: int, deck_mask: int, node_limit: int, depth: int) -> None:
+        """`deck_mask`: the deal's deck, from which the next round's hands come."""
+        super().__init__(node_limit)
+        self.depth = depth
+        self._majority = majority_points
+        self._deck = deck_mask
+        self._exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
+        self._table: dict[int, tuple[int, int]] = {}
 
     def values(
         self,
@@ -105,88 +118,29 @@ class RoundSearch:
         counts: tuple[int, int],
     ) -> list[int]:
         """Value of each root move for the seat holding `hand` (its pile, the other's)."""
-        negamax, round_over, depth = self._negamax, self._round_over, self.depth
         theirs = mask_of(other)
+        mine, their_count = counts
 
         def value(play: Effect, rest: Hand) -> int:
             after, gain, taken = play
             if not other and not rest:
-                # The round's last play: no search below it (one node of work), or the next
-                # round's when the deal fixes it.
-                return gain - round_over(after, counts[1], counts[0] + taken, depth - 1)
-            return gain - negamax(
+                # The round's last play, as a play that moves its floor onto an empty one.
+                return self.last_play(((after, gain, taken),), 0, mine, their_count, self.depth)
+            return gain - self.negamax(
                 theirs,
                 mask_of(rest),
                 after,
-                counts[1],
-                counts[0] + taken,
-                depth - 1,
+                their_count,
+                mine + taken,
+                self.depth - 1,
                 -INFINITY,
                 INFINITY,
             )
 
-        try:
-            return root_values(moves, hand, value)
-        finally:
-            self._forget()
-
-
-def _round_search(
-    majority: int, deck_mask: int, node_limit: int, next_deal: tuple[int, int] | None
-) -> tuple[
-    Callable[[int, int, int, int, int, int, int, int], int],
-    Callable[[int, int, int, int], int],
-    Callable[[], int],
-    Callable[[], None],
-]:
-    """The negamax of one deal, its round-end evaluation, its node counter and what lets the
-    deal's search be freed once done."""
-    exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
-    share = MAJORITY_SHARE
-    relevant_of = RELEVANT
-    # Names bound here, read as fast as literals in the loops below: a step's key is
-    # moves.step_key written out (a call per step would cost more than the step).
-    card_bits, mask_bits, count_bits = CARD_BITS, DECK_SIZE, DECK_SIZE.bit_length()
-    one_step = ONE_STEP
-    table: dict[int, tuple[int, int]] = {}
-    nodes = 0
-    # With the next deal fixed, the search may cross the current round's end (once): that end
-    # is where the piles and the floor hold every card but the deck's (`boundary`).
-    first_hand, second_hand = next_deal or (0, 0)
-    boundary = DECK_SIZE - deck_mask.bit_count()
-    later_deck = deck_mask & ~(first_hand | second_hand)
-    later_exposure = EXPOSURE[HAND_CARDS][later_deck.bit_count()]
-
-    def evaluate(floor: int, mine: int, theirs: int) -> int:
-        """The round is over: value for the seat that plays first in the next one."""
-        if next_deal and floor.bit_count() + mine + theirs != boundary:
-            chance = later_exposure[(clearers(floor) & later_deck).bit_count()] if floor else 0
-        else:
-            chance = exposure[(clearers(floor) & deck_mask).bit_count()] if floor else 0
-        value = majority * share[mine][theirs]
-        if not floor:
-            return value
-        return value + chance + FLOOR_CARD * floor.bit_count() + FLOOR_POINTS * card_points(floor)
-
-    def round_over(  # noqa: PLR0917
-        floor: int,
-        mine: int,
-        theirs: int,
-        depth: int,
-        alpha: int = -INFINITY,
-        beta: int = INFINITY,
-    ) -> int:
-        """A play ended the round: the value for the seat that plays first in the next one,
-        searched on in the next deal while `depth` plies are left, else evaluated (one node)."""
-        if depth > 0 and next_deal and floor.bit_count() + mine + theirs == boundary:
-            return negamax(first_hand, second_hand, floor, mine, theirs, depth, alpha, beta)
-        nonlocal nodes
-        if nodes >= node_limit:
-            raise OutOfNodes
-        nodes += 1
-        return evaluate(floor, mine, theirs)
+        return root_values(moves, hand, value)
 
     def negamax(  # noqa: PLR0917 (positional: the hottest call of the service)
+        self,
         mover: int,
         other: int,
         floor: int,
@@ -196,55 +150,33 @@ def _round_search(
         alpha: int,
         beta: int,
     ) -> int:
-        nonlocal nodes
-        if nodes >= node_limit:
+        """Value for the seat holding `mover` (a mask; `mine` its pile count), `depth` plies
+        left, fail-soft within (alpha, beta)."""
+        # self.count(1) written out: nearly every node is a call of this method.
+        if self.nodes >= self._limit:
             raise OutOfNodes
-        nodes += 1
-        best = -INFINITY
+        self.nodes += 1
         if not mover & (mover - 1):
-            # One card left: no choice of card, no transpositions worth a table entry.
+            # One card left (half the nodes): its ways are searched right here, as moves(),
+            # leaf() and cut_off() would, since those calls cost more than such a node's work
+            # (BENCHMARKS.md, "The search's pieces"). No transpositions worth a table entry.
             card = mover.bit_length() - 1
-            relevant = floor & relevant_of[card]
-            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
-            ways = (steps,) if len(steps) == one_step else each_step(steps)
+            relevant = floor & RELEVANT[card]
+            steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
+            ways = (steps,) if len(steps) == ONE_STEP else plays(card, floor)
             if not other:
-                # The round's last play: each step ends the round.
-                if depth > 1 and next_deal:
-                    for moved, gain, taken in ways:
-                        value = gain - round_over(
-                            floor ^ moved,
-                            theirs,
-                            mine + taken,
-                            depth - 1,
-                            gain - beta,
-                            gain - alpha,
-                        )
-                        if value > best:
-                            best = value
-                            if value > alpha:
-                                alpha = value
-                                if alpha >= beta:
-                                    break
-                    return best
-                for moved, gain, taken in ways:
-                    if nodes >= node_limit:
-                        raise OutOfNodes
-                    nodes += 1
-                    value = gain - evaluate(floor ^ moved, theirs, mine + taken)
-                    if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
-                        best = value
-                return best
+                return self.last_play(ways, floor, mine, theirs, depth, alpha, beta)
+            best = -INFINITY
             if depth <= 1:
+                self.count(len(ways))
+                majority, share = self._majority, MAJORITY_SHARE[theirs]
                 for _moved, gain, taken in ways:
-                    if nodes >= node_limit:
-                        raise OutOfNodes
-                    nodes += 1
-                    value = gain - majority * share[theirs][mine + taken]
+                    value = gain - majority * share[mine + taken]
                     if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                         best = value
                 return best
             for moved, gain, taken in ways:
-                value = gain - negamax(
+                value = gain - self.negamax(
                     other,
                     0,
                     floor ^ moved,
@@ -263,8 +195,8 @@ def _round_search(
             return best
         # The position as one integer: both hands, the floor and this seat's pile count
         # (the other's follows from them); the depth left follows from the hands.
-        key = (((mover << mask_bits | other) << mask_bits | floor) << count_bits) | mine
-        bounds = table.get(key)
+        key = (((mover << _MASK_BITS | other) << _MASK_BITS | floor) << _COUNT_BITS) | mine
+        bounds = self._table.get(key)
         if bounds is not None:
             low, high = bounds
             if low >= beta:
@@ -275,71 +207,110 @@ def _round_search(
             beta = min(beta, high)
         else:
             low, high = -INFINITY, INFINITY
-        start = alpha
-        children: list[tuple[int, int, int, int, int]] = []
-        for card in distinct_cards(mover):
-            rest = mover ^ 1 << card
-            relevant = floor & relevant_of[card]
-            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
-            ways = (steps,) if len(steps) == one_step else each_step(steps)
-            for moved, gain, taken in ways:
-                children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
-        children.sort(reverse=True)
+        children = self.moves(mover, floor)
         if depth <= 1:
-            for _, _after, gain, taken, _rest in children:
-                if nodes >= node_limit:
-                    raise OutOfNodes
-                nodes += 1
-                value = gain - majority * share[theirs][mine + taken]
-                if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
-                    best = value
+            best = self.leaf(children, mine, theirs)
         else:
-            for _, after, gain, taken, rest in children:
-                value = gain - negamax(
-                    other, rest, after, theirs, mine + taken, depth - 1, gain - beta, gain - alpha
-                )
-                if value > best:
-                    best = value
-                    if value > alpha:
-                        alpha = value
-                        if alpha >= beta:
-                            break
-        if best <= start:
+            best = self.cut_off(children, other, mine, theirs, depth, alpha, beta)
+        if best <= alpha:
             high = best
         elif best >= beta:
             low = best
         else:
             low = high = best
-        table[key] = (low, high)
+        self._table[key] = (low, high)
         return best
 
-    def count() -> int:
-        return nodes
+    @staticmethod
+    def moves(mover: int, floor: int) -> list[Child]:
+        """A node's moves: each way to play each card worth trying, biggest gain first."""
+        children: list[Child] = []
+        for card in distinct_cards(mover):
+            rest = mover ^ 1 << card
+            # plays(card, floor) written out, for the same measurement as in negamax.
+            relevant = floor & RELEVANT[card]
+            steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
+            for moved, gain, taken in (steps,) if len(steps) == ONE_STEP else plays(card, floor):
+                children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
+        children.sort(reverse=True)
+        return children
 
-    def forget() -> None:
-        # negamax and round_over call themselves and each other through this scope's cells,
-        # a cycle only the cyclic collector would free, table and all, in a full collection's
-        # pause; emptying the cells lets the last reference free the deal's search at once.
-        nonlocal negamax, round_over
-        del negamax, round_over
+    def cut_off(  # noqa: PLR0917
+        self,
+        children: list[Child],
+        other: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int,
+        beta: int,
+    ) -> int:
+        """The best child's value, searched in order until one reaches `beta` (the cut-off)."""
+        best = -INFINITY
+        for _, after, gain, taken, rest in children:
+            value = gain - self.negamax(
+                other, rest, after, theirs, mine + taken, depth - 1, gain - beta, gain - alpha
+            )
+            if value > best:
+                best = value
+                if value > alpha:
+                    alpha = value
+                    if alpha >= beta:
+                        break
+        return best
 
-    return negamax, round_over, count, forget
+    def leaf(self, children: list[Child], mine: int, theirs: int) -> int:
+        """The depth limit: the best child by its gain and the majority term, a node each."""
+        self.count(len(children))
+        majority, share = self._majority, MAJORITY_SHARE[theirs]
+        best = -INFINITY
+        for _, _after, gain, taken, _rest in children:
+            value = gain - majority * share[mine + taken]
+            if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                best = value
+        return best
+
+    def last_play(  # noqa: PLR0917
+        self,
+        ways: tuple[Steps, ...],
+        floor: int,
+        mine: int,
+        theirs: int,
+        depth: int,
+        alpha: int = -INFINITY,
+        beta: int = INFINITY,
+    ) -> int:
+        """The round's end: the best of the last card's ways to play, each ending the round
+        and evaluated (a node each). `depth`, `alpha` and `beta` are for a search that goes on
+        past the round's end."""
+        self.count(len(ways))
+        best = -INFINITY
+        for moved, gain, taken in ways:
+            value = gain - self.evaluate(floor ^ moved, theirs, mine + taken)
+            if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                best = value
+        return best
+
+    def evaluate(self, floor: int, mine: int, theirs: int) -> int:
+        """The round is over: value for the seat that plays first in the next one."""
+        value = self._majority * MAJORITY_SHARE[mine][theirs]
+        if not floor:
+            return value
+        chance = self._exposure[(clearers(floor) & self._deck).bit_count()]
+        return value + chance + FLOOR_CARD * floor.bit_count() + FLOOR_POINTS * card_points(floor)
 
 
-class EndgameSolver:
+class EndgameSolver(_Counted):
     """Exact search of the last round of a hand (deck empty: both hands known), to its end."""
 
-    __slots__ = ("_forget", "_nodes", "_solve")
+    __slots__ = ("_first_total", "_majority", "_second_total")
 
     def __init__(self, majority_points: int, totals: tuple[int, int], node_limit: int) -> None:
         """`totals`: match totals of the non-dealer (who moves when the hand ends), then of
         the dealer."""
-        self._solve, self._nodes, self._forget = _endgame(majority_points, totals, node_limit)
-
-    @property
-    def nodes(self) -> int:
-        """Nodes visited so far."""
-        return self._nodes()
+        super().__init__(node_limit)
+        self._majority = majority_points * MILLI
+        self._first_total, self._second_total = totals[0] * MILLI, totals[1] * MILLI
 
     def values(
         self,
@@ -356,7 +327,7 @@ class EndgameSolver:
         `points` are both seats' points of this hand so far (special cards and Basras, in
         thousandths), `last` is 1 when this seat captured last, -1 the other, 0 nobody.
         """
-        solve = self._solve
+        solve = self.solve
 
         def value(play: Effect, rest: Hand) -> int:
             after, gain, taken = play
@@ -370,29 +341,9 @@ class EndgameSolver:
                 -INFINITY, INFINITY,
             )  # fmt: skip
 
-        try:
-            return root_values(moves, hand, value)
-        finally:
-            self._forget()  # as in RoundSearch.values
+        return root_values(moves, hand, value)
 
-
-def _endgame(
-    majority_points: int, totals: tuple[int, int], node_limit: int
-) -> tuple[
-    Callable[[Hand, Hand, int, int, int, int, int, int, int, int], int],
-    Callable[[], int],
-    Callable[[], None],
-]:
-    """The exact solver of one last round, its node counter and what frees it (as in
-    _round_search)."""
-    majority = majority_points * MILLI
-    target = TARGET * MILLI
-    relevant_of = RELEVANT
-    card_bits, one_step = CARD_BITS, ONE_STEP  # as in _round_search
-    first_total, second_total = totals[0] * MILLI, totals[1] * MILLI
-    nodes = 0
-
-    def end(floor: int, mine: int, theirs: int, pm: int, pt: int, last: int) -> int:  # noqa: PLR0917
+    def end(self, floor: int, mine: int, theirs: int, pm: int, pt: int, last: int) -> int:  # noqa: PLR0917
         """The hand is over: its value for the seat to move then (the non-dealer)."""
         if floor and last:
             if last > 0:
@@ -402,16 +353,17 @@ def _endgame(
                 theirs += floor.bit_count()
                 pt += points_of(floor)
         if mine >= MAJORITY_CARDS:
-            pm += majority
+            pm += self._majority
         elif theirs >= MAJORITY_CARDS:
-            pt += majority
+            pt += self._majority
         value = pm - pt
-        a, b = first_total + pm, second_total + pt
-        if (a >= target or b >= target) and a != b:
+        a, b = self._first_total + pm, self._second_total + pt
+        if (a >= _TARGET or b >= _TARGET) and a != b:
             value += WIN_VALUE if a > b else -WIN_VALUE
         return value
 
     def solve(  # noqa: PLR0917 (positional: the hottest call of the solver)
+        self,
         mover: Hand,
         other: Hand,
         floor: int,
@@ -423,44 +375,37 @@ def _endgame(
         alpha: int,
         beta: int,
     ) -> int:
-        nonlocal nodes
-        if nodes >= node_limit:
-            raise OutOfNodes
-        nodes += 1
+        """Exact value for the seat holding `mover` (`pm` its points, `pt` the other's),
+        fail-soft within (alpha, beta)."""
+        self.count(1)
         if not mover:
-            return end(floor, mine, theirs, pm, pt, last)
+            return self.end(floor, mine, theirs, pm, pt, last)
         best = -INFINITY
         if len(mover) == 1 and not other:
-            # The hand's last play: each step ends the hand.
-            card = mover[0]
-            relevant = floor & relevant_of[card]
-            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
-            ways = (steps,) if len(steps) == one_step else each_step(steps)
+            # The hand's last play: each way ends the hand (a node each).
+            ways = plays(mover[0], floor)
+            self.count(len(ways))
             for moved, gain, taken in ways:
-                if nodes >= node_limit:
-                    raise OutOfNodes
-                nodes += 1
                 if taken:
-                    value = -end(floor ^ moved, theirs, mine + taken, pt, pm + gain, -1)
+                    value = -self.end(floor ^ moved, theirs, mine + taken, pt, pm + gain, -1)
                 else:
-                    value = -end(floor ^ moved, theirs, mine, pt, pm, -last)
+                    value = -self.end(floor ^ moved, theirs, mine, pt, pm, -last)
                 if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
                     best = value
             return best
         for card in distinct_cards(mask_of(mover)):  # hands in canonical order, as given
             i = mover.index(card)
             rest = mover[:i] + mover[i + 1 :]
-            relevant = floor & relevant_of[card]
-            steps = steps_on((relevant << 1 | (relevant != floor)) << card_bits | card)
-            ways = (steps,) if len(steps) == one_step else each_step(steps)
-            for moved, gain, taken in ways:
+            for moved, gain, taken in plays(card, floor):
                 after = floor ^ moved
                 if taken:
-                    value = -solve(
+                    value = -self.solve(
                         other, rest, after, theirs, mine + taken, pt, pm + gain, -1, -beta, -alpha
                     )
                 else:
-                    value = -solve(other, rest, after, theirs, mine, pt, pm, -last, -beta, -alpha)
+                    value = -self.solve(
+                        other, rest, after, theirs, mine, pt, pm, -last, -beta, -alpha
+                    )
                 if value > best:
                     best = value
                     if value > alpha:
@@ -468,12 +413,3 @@ def _endgame(
                         if alpha >= beta:
                             return best
         return best
-
-    def count() -> int:
-        return nodes
-
-    def forget() -> None:
-        nonlocal solve
-        del solve
-
-    return solve, count, forget
