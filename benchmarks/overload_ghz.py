@@ -210,14 +210,15 @@ def medians(phases: Sequence[Phase]) -> list[dict[str, Any]]:
         for key in ("ok_per_second", "goodput", "probe_p99_ms", "probe_max_ms"):
             row[key] = statistics.median(getattr(run, key) for run in runs)
         reasons: Counter[str] = Counter()
-        server: Counter[str] = Counter()
+        server: dict[str, float] = {}
         for run in runs:
             reasons.update(run.reasons)
-            server.update({k: v for k, v in run.server.items() if k.startswith("refused")})
+            for key, value in run.server.items():
+                if key.startswith("refused"):
+                    server[key] = server.get(key, 0.0) + value
             # What gRPC core refused (or still held) before the server took it in.
-            server["refused by core"] += run.server.get("arrived", 0) - run.server.get(
-                "taken_in", 0
-            )
+            core = run.server.get("arrived", 0.0) - run.server.get("taken_in", 0.0)
+            server["refused by core"] = server.get("refused by core", 0.0) + core
         row["callers_per_run"] = {k: round(v / len(runs)) for k, v in sorted(reasons.items())}
         row["server_per_run"] = {k: round(v / len(runs)) for k, v in sorted(server.items())}
         rows.append(row)
