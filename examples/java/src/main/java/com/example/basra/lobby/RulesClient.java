@@ -25,6 +25,7 @@ import io.grpc.TlsChannelCredentials;
 import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse.ServingStatus;
 import io.grpc.health.v1.HealthGrpc;
+import io.grpc.stub.AbstractStub;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -131,7 +132,7 @@ public final class RulesClient implements AutoCloseable {
 
   // A fresh deadline for each call (a stub's deadline is fixed when the stub is made); a
   // refusal comes back as a Refusal with its reason code.
-  private static <S extends io.grpc.stub.AbstractStub<S>, R> R call(S stub, Function<S, R> rpc) {
+  private static <S extends AbstractStub<S>, R> R call(S stub, Function<S, R> rpc) {
     try {
       return rpc.apply(stub.withDeadlineAfter(CALL_DEADLINE_MS, TimeUnit.MILLISECONDS));
     } catch (StatusRuntimeException error) {
