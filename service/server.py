@@ -35,7 +35,7 @@ HEALTH_NAMES = ("", SERVICE_NAME)
 # waits for the GIL), and grpc's polling thread, which takes every call in and refuses those
 # past the bound, then contends with two threads, not eight. With eight it got the GIL so
 # seldom at 4x that calls piled up in gRPC core and core ended them CANCELLED
-# (docs/capacity.md, "Why this mechanism").
+# (docs/capacity.md, "The admission bound").
 SYNC_THREADS = 2
 # The GIL switch interval of a sync worker (Python's default is 5 ms): how long the polling
 # thread (and the probe lane) may wait for the GIL behind a search, per wait.
