@@ -437,6 +437,16 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.load_bench --io sync --workers 1 --sync-threads 2": Run(
         extra=SHORT_LOAD_BENCH
     ),
+    ".venv/bin/python -m benchmarks.load_bench --defaults --grpc-go --runs 3": Run(
+        extra=SHORT_DEFAULTS
+    ),
+    ".venv/bin/python -m benchmarks.load_bench --defaults --grpc-go --generator ghz --runs 3": Run(
+        extra=SHORT_DEFAULTS
+    ),
+    (
+        ".venv/bin/python -m benchmarks.generators --configs deploy/ghz/apply.json "
+        "deploy/ghz/legal_moves.json --rounds 5 --calls 5000"
+    ): Run(extra=("--rounds", "1", "--calls", "200")),
     # docs/service.md
     ".venv/bin/python -m service.plan_table": NotRun(
         "rewrites the shipped service/plan_table.bin.gz; tests/service/ checks it as --check does"
