@@ -1,11 +1,14 @@
 // Package rules is a client of the Basra rules service (basra.v1.RulesService) for a Go lobby:
 // one channel with the published retry policy, a deadline on every call, health through
-// grpc-go's health client, TLS when given a CA, and refusals read as their reason codes.
+// grpc-go's health client, TLS (and mutual TLS) when given certificates, and refusals read as their reason codes.
 // Match (match.go) keeps one match's state and guards every move with expected_seq.
 package rules
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -39,6 +42,9 @@ type Options struct {
 	// ServerName overrides the name the server's certificate must carry (default: the
 	// target's host).
 	ServerName string
+	// CertFile and KeyFile are this client's certificate chain and key (PEM), for a server
+	// that requires one (mutual TLS).
+	CertFile, KeyFile string
 	// Timeout is the deadline of each call (default CallTimeout).
 	Timeout time.Duration
 }
@@ -56,11 +62,11 @@ type Client struct {
 func Dial(target string, options Options, extra ...grpc.DialOption) (*Client, error) {
 	transport := insecure.NewCredentials()
 	if options.CAFile != "" {
-		var err error
-		transport, err = credentials.NewClientTLSFromFile(options.CAFile, options.ServerName)
+		config, err := tlsConfig(options)
 		if err != nil {
 			return nil, fmt.Errorf("TLS: %w", err)
 		}
+		transport = credentials.NewTLS(config)
 	}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
 	if options.ServiceConfig != "" {
@@ -85,6 +91,28 @@ func Dial(target string, options Options, extra ...grpc.DialOption) (*Client, er
 		health:  healthpb.NewHealthClient(conn),
 		timeout: timeout,
 	}, nil
+}
+
+// tlsConfig trusts the CA bundle alone (not the system's roots) and presents this client's
+// certificate when given one.
+func tlsConfig(options Options) (*tls.Config, error) {
+	bundle, err := os.ReadFile(options.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(bundle) {
+		return nil, errors.New(options.CAFile + " holds no PEM certificate")
+	}
+	config := &tls.Config{RootCAs: roots, ServerName: options.ServerName, MinVersion: tls.VersionTLS12}
+	if options.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(options.CertFile, options.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return config, nil
 }
 
 // Close closes the channel.

@@ -105,7 +105,7 @@ func TestWholeMatchAgainstTheBot(t *testing.T) {
 	checkReplay(t, client, match)
 }
 
-func TestWholeMatchSignedOverTLS(t *testing.T) {
+func TestWholeMatchSignedOverMutualTLS(t *testing.T) {
 	client := need(t, "trusted").client(t)
 	match := playToTheEnd(t, client, "go-signed-match", true)
 	// The signed bytes are the state the lobby reads, and went back as they came: the server
@@ -117,15 +117,19 @@ func TestWholeMatchSignedOverTLS(t *testing.T) {
 	checkReplay(t, client, match)
 }
 
-func TestTheTrustedServerSpeaksTLSOnly(t *testing.T) {
+func TestTheTrustedServerTakesMutualTLSOnly(t *testing.T) {
 	s := need(t, "trusted")
-	plaintext, err := rules.Dial(s.address, rules.Options{Timeout: s.options.Timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plaintext.Close()
-	if _, err := plaintext.Serving(context.Background()); codeOf(err) != codes.Unavailable {
-		t.Fatalf("a plaintext health check of a TLS server: %v, want Unavailable", err)
+	withoutCertificate := s.options
+	withoutCertificate.CertFile, withoutCertificate.KeyFile = "", ""
+	for name, options := range map[string]rules.Options{"plaintext": {}, "TLS without a client certificate": withoutCertificate} {
+		client, err := rules.Dial(s.address, options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		if _, err := client.Serving(context.Background()); codeOf(err) != codes.Unavailable {
+			t.Errorf("%s: a health check of the mutual TLS server gave %v, want Unavailable", name, err)
+		}
 	}
 }
 

@@ -248,8 +248,11 @@ func run(m *testing.M) int {
 	}
 	specs := map[string]spec{
 		"plain": {},
-		// TLS and signed states together: every call of its tests is both.
-		"trusted": {options: rules.Options{CAFile: trust.caFile}, env: trust.env},
+		// Mutual TLS and signed states together: every call of its tests is both.
+		"trusted": {
+			options: rules.Options{CAFile: trust.caFile, CertFile: trust.certFile, KeyFile: trust.keyFile},
+			env:     trust.env,
+		},
 		// One call held at a time: the next is shed (RESOURCE_EXHAUSTED, OVERLOADED).
 		"shedding": {flags: []string{"--admission-limit", "1", "--workers", "1"}},
 	}

@@ -1,7 +1,8 @@
 package rules_test
 
-// The trusted server's secrets, made on the spot for one run: a CA and a server certificate
-// for TLS, and a signing key (nothing secret is kept in the repository).
+// The trusted server's secrets, made on the spot for one run: a CA, a server certificate and a
+// client certificate for mutual TLS, and a signing key (nothing secret is kept in the
+// repository).
 
 import (
 	"crypto/ecdsa"
@@ -22,12 +23,12 @@ import (
 const signingKeyID = "go-test"
 
 type trust struct {
-	caFile string
-	env    []string // BASRA_TLS_CERT, BASRA_TLS_KEY, BASRA_SIGNING_KEYS
+	caFile, certFile, keyFile string   // the client's
+	env                       []string // BASRA_TLS_CERT, _KEY, _CLIENT_CA, BASRA_SIGNING_KEYS
 }
 
-// makeTrust writes a CA, a certificate for 127.0.0.1 and localhost signed by it, and its key
-// into dir, and draws a 32-byte signing key.
+// makeTrust writes a CA, a server certificate for 127.0.0.1 and localhost and a client
+// certificate signed by it, and their keys, into dir, and draws a 32-byte signing key.
 func makeTrust(dir string) (*trust, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -51,34 +52,25 @@ func makeTrust(dir string) (*trust, error) {
 	if err != nil {
 		return nil, err
 	}
-	serverKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pemOf("CERTIFICATE", caDER), 0o600); err != nil {
 		return nil, err
 	}
-	serverDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+	server := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "localhost"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}, ca, &serverKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(serverKey)
-	if err != nil {
-		return nil, err
+	client := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "go lobby"},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	files := map[string]*pem.Block{
-		"ca.pem":         {Type: "CERTIFICATE", Bytes: caDER},
-		"server.pem":     {Type: "CERTIFICATE", Bytes: serverDER},
-		"server-key.pem": {Type: "PRIVATE KEY", Bytes: keyDER},
-	}
-	for name, block := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+	for name, template := range map[string]*x509.Certificate{"server": server, "client": client} {
+		template.NotBefore, template.NotAfter = now.Add(-time.Hour), now.Add(24*time.Hour)
+		template.KeyUsage = x509.KeyUsageDigitalSignature
+		if err := issue(dir, name, template, ca, caKey); err != nil {
 			return nil, err
 		}
 	}
@@ -87,11 +79,39 @@ func makeTrust(dir string) (*trust, error) {
 		return nil, err
 	}
 	return &trust{
-		caFile: filepath.Join(dir, "ca.pem"),
+		caFile:   filepath.Join(dir, "ca.pem"),
+		certFile: filepath.Join(dir, "client.pem"),
+		keyFile:  filepath.Join(dir, "client-key.pem"),
 		env: []string{
 			"BASRA_TLS_CERT=" + filepath.Join(dir, "server.pem"),
 			"BASRA_TLS_KEY=" + filepath.Join(dir, "server-key.pem"),
+			"BASRA_TLS_CLIENT_CA=" + filepath.Join(dir, "ca.pem"),
 			"BASRA_SIGNING_KEYS=" + signingKeyID + ":" + base64.StdEncoding.EncodeToString(secret),
 		},
 	}, nil
+}
+
+// issue writes NAME.pem, a certificate of template signed by the CA, and NAME-key.pem, its
+// fresh key (PKCS #8).
+func issue(dir, name string, template, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	certDER, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".pem"), pemOf("CERTIFICATE", certDER), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+"-key.pem"), pemOf("PRIVATE KEY", keyDER), 0o600)
+}
+
+func pemOf(kind string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
 }

@@ -958,7 +958,8 @@ func (x *CardsDealt) GetCards() []string {
 	return nil
 }
 
-// In `seat_events` only: cards dealt to the other seat, whose faces this seat may not see.
+// Cards dealt to a seat whose faces the reader may not see: in `seat_events`, those dealt to
+// the other seat; in `public_events`, those dealt to either seat. Never in `events`.
 type HiddenDeal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seat receiving the cards.
