@@ -72,16 +72,7 @@ class RetryTest {
     ApplyRequest request = firstMove();
 
     // Take the worker's one slot: start an Apply and hold back its request.
-    ClientCall<ApplyRequest, ApplyResponse> held = plain.newCall(
-        RulesServiceGrpc.getApplyMethod(), CallOptions.DEFAULT.withDeadlineAfter(WAIT_S * 3, TimeUnit.SECONDS));
-    CompletableFuture<Status> heldDone = new CompletableFuture<>();
-    held.start(new ClientCall.Listener<>() {
-      @Override
-      public void onClose(Status status, Metadata trailers) {
-        heldDone.complete(status);
-      }
-    }, new Metadata());
-    held.request(1);
+    Held held = hold();
 
     // Once the worker holds it, a call without retries is refused at once, with a delay.
     Refusal shed = null;
@@ -89,6 +80,10 @@ class RetryTest {
     long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
     while (shed == null) {
       assertTrue(System.nanoTime() < until, "the server never shed");
+      if (held.done().isDone()) {
+        // A call of the loop held the slot as the held call came, which was refused: again.
+        held = hold();
+      }
       try {
         RulesServiceGrpc.newBlockingStub(plain).withDeadlineAfter(5, TimeUnit.SECONDS).apply(request);
         Thread.sleep(20);
@@ -112,12 +107,12 @@ class RetryTest {
         server.target(), RulesServer.SERVICE_CONFIG, null, countAttempts(attempts, firstAttempt))) {
       CompletableFuture<ApplyResponse> answer = CompletableFuture.supplyAsync(() -> retrying.apply(request));
       assertEquals(Status.Code.RESOURCE_EXHAUSTED, firstAttempt.get(WAIT_S, TimeUnit.SECONDS).getCode());
-      held.sendMessage(request);
-      held.halfClose();
+      held.call().sendMessage(request);
+      held.call().halfClose();
 
       assertEquals(1, answer.get(WAIT_S, TimeUnit.SECONDS).getState().getSeq());
       assertTrue(attempts.get() >= 2, () -> attempts.get() + " attempts");
-      assertTrue(heldDone.get(WAIT_S, TimeUnit.SECONDS).isOk());
+      assertTrue(held.done().get(WAIT_S, TimeUnit.SECONDS).isOk());
     }
 
     // The server counted the refusals: the ones seen above and the retried call's first.
@@ -128,6 +123,23 @@ class RetryTest {
       counted = server.metric(SHED_APPLY);
     }
     assertTrue(counted >= refused + 1, () -> "the server counted no retried refusal");
+  }
+
+  /** An Apply call started without its request, and how it ended. */
+  private record Held(ClientCall<ApplyRequest, ApplyResponse> call, CompletableFuture<Status> done) {}
+
+  private Held hold() {
+    ClientCall<ApplyRequest, ApplyResponse> call = plain.newCall(RulesServiceGrpc.getApplyMethod(),
+        CallOptions.DEFAULT.withDeadlineAfter(WAIT_S * 3, TimeUnit.SECONDS));
+    CompletableFuture<Status> done = new CompletableFuture<>();
+    call.start(new ClientCall.Listener<>() {
+      @Override
+      public void onClose(Status status, Metadata trailers) {
+        done.complete(status);
+      }
+    }, new Metadata());
+    call.request(1);
+    return new Held(call, done);
   }
 
   private ApplyRequest firstMove() throws Exception {
