@@ -37,8 +37,8 @@ from engine import (
     plans_for,
 )
 from engine.cards import NUMERIC_MASK, code, codes, mask_of
-from engine.plan_memo import clear_caches, install_plan_table
 from engine.plans import plan_work
+from engine.plans.memo import clear_caches, install_plan_table
 from service import plan_table as plan_table_file
 from testkit import brute
 from testkit.actions import play_match, random_action

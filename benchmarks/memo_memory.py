@@ -20,8 +20,8 @@ from benchmarks.measure import memo_fill
 from engine import Status, apply, new_match
 from engine.bot import DEFAULT_BUDGET
 from engine.bot.moves import clearers, distinct_cards, steps_on
-from engine.plan_memo import _shape_plans, taken_cards
-from engine.plans import _plans_cached
+from engine.plans.memo import _shape_plans
+from engine.plans.rule import _plans_cached
 from testkit.actions import random_action
 
 
@@ -42,7 +42,7 @@ def main() -> int:
     args = parser.parse_args()
     print(f"start: {rss_mib():.1f} MiB")
     rnd = random.Random(3)
-    plan_memos = (_plans_cached, taken_cards, _shape_plans)
+    plan_memos = (_plans_cached, _shape_plans)
     for number in range(1, args.matches + 1):
         state, _ = new_match(f"memo-{number}".encode())
         while state.status is Status.IN_PROGRESS:

@@ -2,7 +2,7 @@
 
 A numeric card of rank r only trails when no rank-r card lies on the floor, so each rank
 lies there at most max(1, its count among the 4 first floor cards) times: beyond one card
-per rank, at most 3 extra cards (engine.plan_table.reachable_shapes). This script walks every
+per rank, at most 3 extra cards (engine.plans.table.reachable_shapes). This script walks every
 floor of that shape for every played value and reports the most search steps one needs
 (docs/rules.md cites it).
 
@@ -15,8 +15,8 @@ import sys
 import time
 
 from engine.facts import DEFAULT_WORK_LIMIT
-from engine.plan_search import search_shape
-from engine.plan_table import reachable_shapes
+from engine.plans.search import search_shape
+from engine.plans.table import reachable_shapes
 
 
 def main() -> int:

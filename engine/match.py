@@ -333,7 +333,7 @@ def _carry_out(
             basras[seat] += 1
             events.append(BasraScored(seat, card))
     # Built field by field rather than with dataclasses.replace: this runs on every play,
-    # and replace() costs several times more.
+    # and replace() costs more (docs/history/benchmarks.md, "What each lever gave").
     after = State(
         seed=state.seed,
         seq=state.seq + 1,

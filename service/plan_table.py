@@ -1,7 +1,7 @@
 """The capture-plan table's file: the table every worker installs at start, shipped built.
 
-engine.plan_table.build() searches every reachable floor shape once (seconds of work) into
-the table's format (engine.plan_table); the result ships gzipped beside this module, and
+engine.plans.table.build() searches every reachable floor shape once (seconds of work) into
+the table's format (engine.plans.table); the result ships gzipped beside this module, and
 workers install it before they serve, so that no reachable floor costs a plan search in a live
 call, not even on a fresh worker. Floors that no match can reach are still searched, within
 the work bound. The file is what the engine builds, byte for byte once decompressed
@@ -19,8 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.plan_memo import install_plan_table
-from engine.plan_table import build
+from engine.plans import install_plan_table
+from engine.plans.table import build
 
 PATH = Path(__file__).with_name("plan_table.bin.gz")
 

@@ -1,6 +1,6 @@
 """Capture plans with and without a plan table: the table must change nothing.
 
-engine.plan_memo can install a table of precomputed searches (engine.plan_table is its
+engine.plans can install a table of precomputed searches (engine.plans.table is its
 format; service/plan_table.py ships one); the engine and service tests hold a table to the
 search with these helpers.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engine import RuleError, plans_for
-from engine.plan_memo import clear_caches, install_plan_table
+from engine.plans import clear_caches, install_plan_table
 from testkit.actions import play_match
 
 

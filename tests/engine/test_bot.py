@@ -25,10 +25,9 @@ from engine import (
     parse_card,
     plans_for,
 )
-from engine import plans as plans_module
 from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, Why, suggest
-from engine.plan_memo import taken_cards
 from engine.plans import plans_unmemoised
+from engine.plans import rule as plans_module
 from engine.view import information_set
 from testkit.actions import play_match
 from tests.engine.states import scene
@@ -259,15 +258,15 @@ def test_an_empty_budget_is_refused(budget: Budget) -> None:
 
 
 def test_the_search_keeps_the_floors_it_visits_out_of_the_plans_memos() -> None:
-    """The floors of sampled deals stay in the bot's own memo: plans_for's memos (the plans
-    and what they take), which every call of a worker shares, look up only the real floor
+    """The floors of sampled deals stay in the bot's own memo: plans_for's memo, which
+    every call of a worker shares, looks up only the real floor
     for the seat's cards (their nested values would reach the collector's oldest generation
     still tracked, for a full collection to walk)."""
     state = next(s for s in STATES if len(s.floor) >= 4 and s.deck and len(s.hands[0]) == 4)
     seat = state.to_move
     assert seat is not None
     info = information_set(state, seat)
-    memos = (plans_module._plans_cached, taken_cards)
+    memos = (plans_module._plans_cached,)
     before = [memo.cache_info() for memo in memos]
     answer = suggest(
         info, Level.STRONG, b"a seed of its own: floors not met before", Budget(16, 4000)

@@ -14,23 +14,26 @@ import pytest
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 MACHINERY = {"engine.state", "engine.match", "engine.rng", "engine.validate", "engine.replay"}
 
-# Loads the named modules under a bare `engine` package (without engine/__init__.py, which
-# gathers everything for callers) and prints every engine module that got loaded.
+# Loads the named modules under bare packages (`engine` without engine/__init__.py, which
+# gathers everything for callers, and likewise the packages named in argv[2]) and prints
+# every engine module that got loaded.
 PROBE = """
-import json, sys, types
-package = types.ModuleType("engine")
-package.__path__ = [sys.argv[1]]
-sys.modules["engine"] = package
-for name in sys.argv[2:]:
+import json, pathlib, sys, types
+for name in ["engine", *filter(None, sys.argv[2].split(","))]:
+    package = types.ModuleType(name)
+    package.__path__ = [str(pathlib.Path(sys.argv[1], *name.split(".")[1:]))]
+    sys.modules[name] = package
+for name in sys.argv[3:]:
     __import__(name)
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("engine."))))
 """
 
 
-def loaded_by(*modules: str) -> set[str]:
-    """The engine modules that importing `modules` loads, in a fresh interpreter."""
+def loaded_by(*modules: str, bare: tuple[str, ...] = ()) -> set[str]:
+    """The engine modules that importing `modules` loads, in a fresh interpreter, with the
+    packages `bare` (beside `engine`) loaded without their __init__."""
     run = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ENGINE), *modules],
+        [sys.executable, "-c", PROBE, str(ENGINE), ",".join(bare), *modules],
         capture_output=True,
         text=True,
         check=True,
@@ -50,7 +53,7 @@ def test_facts_import_nothing_of_the_engine() -> None:
         "engine.events",
         "engine.scoring",
         "engine.plans",
-        "engine.plan_table",
+        "engine.plans.table",
         "engine.errors",
     ],
 )
@@ -61,13 +64,18 @@ def test_pure_parts_do_not_reach_the_match_machinery(module: str) -> None:
     assert not loaded & MACHINERY, f"{module} loads {sorted(loaded & MACHINERY)}"
 
 
-@pytest.mark.parametrize("module", ["engine.plan_search", "engine.plan_table"])
+@pytest.mark.parametrize("module", ["engine.plans.search", "engine.plans.table"])
 def test_the_search_and_the_table_format_stand_below_the_memos_and_the_rule(module: str) -> None:
     """The plan search and the plan table's format load neither the memos nor the rule, so
     the table can be built and read without them."""
-    loaded = loaded_by(module)
+    loaded = loaded_by(module, bare=("engine.plans",))
     assert module in loaded
-    assert not loaded & {"engine.plan_memo", "engine.plans"}
+    assert not loaded & {"engine.plans.memo", "engine.plans.rule"}
+
+
+def test_the_package_of_plans_loads_its_rule_and_memos() -> None:
+    """The check can fail: the package's own __init__ loads the rule and the memos."""
+    assert {"engine.plans.rule", "engine.plans.memo"} <= loaded_by("engine.plans")
 
 
 def test_the_probe_sees_the_machinery_where_it_is_used() -> None:

@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from engine.plan_search import search_shape
-from engine.plan_table import REACHABLE_EXTRA_CARDS, build, decode, encode, reachable_shapes
+from engine.plans.search import search_shape
+from engine.plans.table import REACHABLE_EXTRA_CARDS, build, decode, encode, reachable_shapes
 from testkit.plan_tables import assert_table_changes_nothing, installed
 
 

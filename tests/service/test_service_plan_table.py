@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.plan_table import build, reachable_shapes
+from engine.plans.table import build, reachable_shapes
 from service import plan_table as shipped_table
 from testkit.plan_tables import assert_table_changes_nothing, installed
 

@@ -1,8 +1,8 @@
 """The plan table's format: the search's complete result for every reachable shape, as bytes.
 
-`build` searches every shape a reachable floor can show, once (seconds of work); the service
+`build` searches every shape a reachable floor can show, once, ahead of time; the service
 ships the result (service/plan_table.py reads and writes the file) and every worker installs
-it at start (engine.plan_memo.install_plan_table, with `parse`), so that no reachable floor
+it at start (engine.plans.memo.install_plan_table, with `parse`), so that no reachable floor
 is searched for in a live call, not even by a fresh worker. Pure: bytes in, bytes out.
 
 A table is a run of entries, each: the key (KEY_BYTES, little-endian: shape << VALUE_BITS |
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from engine.cards import LOWER_RANKS_MASKS, RANK_MASKS, RANK_VALUES, VALUE_BITS
 from engine.facts import FLOOR_CARDS, SUITS
-from engine.plan_search import ShapePlans, search_shape
+from engine.plans.search import ShapePlans, search_shape
 
 REACHABLE_EXTRA_CARDS = FLOOR_CARDS - 1
 """A floor of reachable shape holds beyond one card per rank at most this many: the first

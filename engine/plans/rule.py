@@ -1,11 +1,11 @@
-"""Capture plans (docs/rules.md section 3): what a played card may take from the floor.
+"""The rule of capture plans (docs/rules.md section 3): what a played card may take.
 
 A J or the 7D sweeps the whole floor; a Q or K takes the cards of its rank; a numeric card
 takes the cards of its rank plus, for each way to do it, an inclusion-maximal collection of
-disjoint groups of smaller cards summing to its value (engine.plan_search). A plan that
+disjoint groups of smaller cards summing to its value (engine.plans.search). A plan that
 leaves the floor empty is a Basra, but for a J, and for the 7D only under its own condition.
 
-The rule is memoised (engine.plan_memo): plans_for serves every call from the memo;
+The rule is memoised (engine.plans.memo): plans_for serves every call from the memo;
 plans_unmemoised computes without keeping, for a caller with a memo of its own.
 """
 
@@ -29,22 +29,15 @@ from engine.cards import (
 )
 from engine.errors import Reason, RuleError
 from engine.facts import DECK_SIZE, DEFAULT_WORK_LIMIT, RANKS, SEVEN_OF_DIAMONDS
-from engine.plan_memo import (
-    KIND_BITS,
-    LIMIT_SHIFT,
-    TakenCards,
-    memoised_plans,
-    small_key,
-    unkept_plans,
-)
+from engine.plans.memo import KIND_BITS, LIMIT_SHIFT, memoised_plans, taken_cards, unkept_plans
 
 
 @shows_codes
 class Plan(NamedTuple):
     """One way to play a card that captures: the floor cards taken and how they split.
 
-    A NamedTuple rather than a frozen dataclass: plans are built on the hot path and a
-    tuple is several times cheaper to create, while staying an immutable value.
+    A NamedTuple rather than a frozen dataclass: plans are built on the hot path, and a
+    tuple is cheaper to create while staying an immutable value.
     """
 
     id: int
@@ -62,7 +55,7 @@ class Plan(NamedTuple):
     """Bitmask of `cards`."""
 
 
-# A plan as the memo keeps it: Plan's fields in a plain tuple (engine.plan_memo says why);
+# A plan as the memo keeps it: Plan's fields in a plain tuple (engine.plans.memo says why);
 # plans_for wraps them, without copying (tuple.__new__ runs in C).
 _RawPlan = tuple[
     int, tuple[Card, ...], tuple[Card, ...], tuple[tuple[Card, ...], ...], bool, bool, int
@@ -95,11 +88,8 @@ the whole floor is a Basra); keying memos on these alone lets floors that differ
 share one result."""
 
 
-def _kind_plans(
-    kind: int, floor: int, others: bool, limit: int, taken_cards: TakenCards
-) -> _Memoised:
-    """The plans of a card kind on the floor cards it looks at; `others`: more lie there;
-    `taken_cards` says what plans take of the smaller cards."""
+def _kind_plans(kind: int, floor: int, others: bool, limit: int) -> _Memoised:
+    """The plans of a card kind on the floor cards it looks at; `others`: more lie there."""
     if not floor:
         return (), 0
     if kind in _SWEEP_KINDS:
@@ -113,7 +103,7 @@ def _kind_plans(
             return (), 0
         return ((1, same_cards, same_cards, (), not others, False, same),), 0
     smaller = floor & LOWER_RANKS_MASKS[kind]
-    groups, work = taken_cards(small_key(value, smaller, limit)) if smaller else ((), 0)
+    groups, work = taken_cards(value, smaller, limit) if smaller else ((), 0)
     if groups is None:
         return None, work
     if not groups:
@@ -146,7 +136,8 @@ def _generation(memo: Callable[[int], _Memoised], name: str, doc: str) -> _Gener
 
     One function makes both plans_for and plans_unmemoised so that the memo key and the
     wrapping into Plan values are written once, and yet plans_for, the hot path of every
-    call, runs as one Python call (a helper called from it would cost about a tenth more).
+    call, runs as one Python call: a helper called from it costs more
+    (docs/history/benchmarks.md, "The plans split").
     """
 
     def generate(
@@ -181,11 +172,10 @@ plans_unmemoised = _generation(
     "plans_unmemoised",
     """plans_for without keeping anything in its memos, for a caller with a memo of its own.
 
-    The bot's search meets hundreds of thousands of floors no match reaches and keeps what
-    it needs of their plans itself (engine.bot.moves). Through plans_for, those floors would
-    push the floors of real play out of the memos, and each new entry (nested tuples, which
-    the collector untracks only a level per collection) would drift into the oldest
-    generation, for a full collection to walk: tens of milliseconds inside a call.
+    The bot's search meets many floors no match reaches and keeps what it needs of their
+    plans itself (engine.bot.moves). Through plans_for, those floors would push the floors of
+    real play out of the memo, and its new entries would make full collections long
+    (docs/history/benchmarks.md, "STRONG's CPU per decision, timed on replayed positions").
     """,
 )
 

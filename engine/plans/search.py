@@ -6,7 +6,7 @@ v). A collection is maximal exactly when the cards it leaves contain no group, s
 enumerates the taken sets that split into groups and whose complement holds no group. Only
 values matter for that, so the search runs on a shape: in each smaller rank's place of a card
 mask, as many low bits as cards of that rank lie there; the cards become positions 0..n-1 in
-canonical order (engine.plan_memo maps a result back onto the real cards).
+canonical order (engine.plans.memo maps a result back onto the real cards).
 """
 
 from __future__ import annotations
