@@ -5,9 +5,9 @@ Four modules, from the caller down; each lower one exists to make the one above 
 - `rule`: the rule itself. `plans_for(card, floor)` gives a card's plans (a J or the 7D
   sweeps, a Q or K takes its rank, a numeric card its rank and sum groups), keyed on the
   floor cards that can change them (`RELEVANT`), and refuses past the work bound.
-- `memo`: the rule's memos, three levels keyed by packed integers: the plans of a card
-  kind on its relevant floor, the smaller cards each plan takes, and the search on their
-  shape. Plan generation runs in every call; what each level saves is measured in
+- `memo`: the rule's memos, two levels keyed by packed integers: the plans of a card kind
+  on its relevant floor, and the search on the shape of the smaller cards. Plan generation
+  runs in every call; what each level saves, and why a third went, is measured in
   docs/history/benchmarks.md, "Plan generation's memo levels".
 - `search`: the search for the maximal collections of sum groups. It runs on a shape (how
   many cards of each smaller value lie there), so one result serves every floor with those
