@@ -307,6 +307,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         extra=("--matches", "20", "--strong", "2")
     ),
     (
+        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
+        "/tmp/fuzz-in-process.json"
+    ): Run(extra=("--requests", "2000")),
+    (
         ".venv/bin/python -m tests.fuzz.in_process --requests 200000 --seed 20261203 --report "
         "/tmp/fuzz-in-process.json"
     ): Run(extra=("--requests", "2000")),
