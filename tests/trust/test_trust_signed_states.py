@@ -15,7 +15,8 @@ import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
 
-from service import cli, errors
+from clients import cli as command
+from service import errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
@@ -276,6 +277,8 @@ def test_a_window_without_keys_is_refused_at_start() -> None:
     check_window(None, accept_unsigned=False)
     errors_out = io.StringIO()
     with contextlib.redirect_stderr(errors_out):
-        code = cli.main(["--signing-accept-unsigned", "--port", "0", "--metrics-port", "0"])
+        code = command.main(
+            ["serve", "--signing-accept-unsigned", "--port", "0", "--metrics-port", "0"]
+        )
     assert code == 2
     assert "BASRA_SIGNING_ACCEPT_UNSIGNED needs signing keys" in errors_out.getvalue()
