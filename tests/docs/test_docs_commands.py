@@ -127,6 +127,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "the same server line, in the background"
     ),
     "bash .ci/test": NotRun("the test command itself: it runs this test"),
+    "bash .ci/setup dev": NotRun("the test command's own set-up, which it runs first"),
+    # docs/integration.md: the Java client's tests, which the test command runs itself
+    "(cd examples/java && mvn -q -B verify)": NotRun(
+        "the test command runs exactly this after pytest (.ci/test)"
+    ),
     "bash .ci/serve --workers 2 --log-level warning": NotRun(
         "the quick start's server line with two flags; the same server is run below as "
         "`.venv/bin/basra-rules serve --workers 2 --log-level warning`"
