@@ -31,15 +31,13 @@ from service.tls import server_credentials, tls_files
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 # Health names that probes ask about: "" (the whole server) and the rules service.
 HEALTH_NAMES = ("", SERVICE_NAME)
-# Calls are short and CPU-bound: two threads keep the CPU busy (one runs while the other
-# waits for the GIL), and grpc's polling thread, which takes every call in and refuses those
-# past the bound, then contends with two threads, not eight. With eight it got the GIL so
-# seldom at 4x that calls piled up in gRPC core and core ended them CANCELLED
-# (docs/capacity.md, "The admission bound").
-SYNC_THREADS = 2
-# The GIL switch interval of a sync worker (Python's default is 5 ms): how long the polling
-# thread (and the probe lane) may wait for the GIL behind a search, per wait.
-SWITCH_SECONDS = 0.0005
+# Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing. Two
+# threads (and a 0.5 ms GIL switch interval) let grpc's polling thread take in and refuse
+# several times more calls OVERLOADED before gRPC core ends them CANCELLED, but refusing them
+# in Python cost so much CPU that goodput at 4x SuggestMove fell from 0.89 to 0.37 (measured
+# side by side, BENCHMARKS.md "Overload with ghz"), so the workers keep eight and Python's
+# default interval.
+SYNC_THREADS = 8
 # Keepalive: ping idle clients every minute to find dead peers; let clients ping every 10 s.
 KEEPALIVE_MS = 60_000
 KEEPALIVE_TIMEOUT_MS = 20_000

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -112,9 +111,8 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
 def _serve_sync(
     config: Config, observer: Any, port: int, ready: Connection, logger: Logger
 ) -> None:
-    from service.server import SWITCH_SECONDS, build_sync
+    from service.server import build_sync
 
-    sys.setswitchinterval(SWITCH_SECONDS)
     stop = threading.Event()
     _on_stop_signals(stop.set)
     server = build_sync(config, observer, port)
