@@ -159,7 +159,8 @@ class RoundSearch(_Counted):
         if not mover & (mover - 1):
             # One card left (half the nodes): its ways are searched right here, as moves(),
             # leaf() and cut_off() would, since those calls cost more than such a node's work
-            # (BENCHMARKS.md, "The search's pieces"). No transpositions worth a table entry.
+            # (docs/history/benchmarks.md, "The search's pieces"). No transpositions worth a
+            # table entry.
             card = mover.bit_length() - 1
             relevant = floor & RELEVANT[card]
             steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
