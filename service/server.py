@@ -165,10 +165,12 @@ def _bind(server: Any, address: str, config: Config) -> int:
     return port
 
 
-# After grpc's stop returns, how long handlers still running (their calls cut at the end of
-# the grace) may take to finish by default, so that their log lines and counts come before a
-# worker's last flush (a worker gives them what its supervisor's margin leaves: workers.py).
-HANDLERS_SECONDS = 1.0
+# After grpc's stop returns, how long the handlers of calls cut at the end of the grace may
+# still take to finish, so that their log lines and counts come before a worker's last flush:
+# most of the margin a supervisor gives a worker past the grace (workers.EXIT_MARGIN_SECONDS);
+# a traced worker keeps 3 s of it to send its last spans (tracing.FLUSH_SECONDS).
+HANDLERS_SECONDS = 4.0
+HANDLERS_SECONDS_TRACED = 1.0
 
 
 @dataclass(frozen=True, slots=True)

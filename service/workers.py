@@ -39,11 +39,6 @@ STARTUP_SECONDS = 60.0
 POLL_SECONDS = 0.25
 # Beyond the grace, how long the parent waits for a worker before killing it.
 EXIT_MARGIN_SECONDS = 5.0
-# Of that margin, what a sync worker gives the handlers of calls cut at the end of the grace
-# to finish (so that their log lines and counts are written); a traced worker keeps 3 s of it
-# to send its last spans (tracing.FLUSH_SECONDS).
-HANDLERS_SECONDS = 4.0
-HANDLERS_SECONDS_TRACED = 1.0
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
@@ -111,7 +106,7 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
 def _serve_sync(
     config: Config, observer: Any, port: int, ready: Connection, logger: Logger
 ) -> None:
-    from service.server import build_sync
+    from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_sync
 
     stop = threading.Event()
     _on_stop_signals(stop.set)

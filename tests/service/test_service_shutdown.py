@@ -170,7 +170,7 @@ def test_a_client_retrying_unavailable_and_cancelled_loses_no_call_across_sigter
 
 # A suggestion that takes about half a second of CPU: far past a grace of 0.1 s (a budget
 # nearer the grace may finish before it), and done within the seconds a worker gives a cut
-# handler to finish (workers.HANDLERS_SECONDS). The search got cheaper once; if it does
+# handler to finish (server.HANDLERS_SECONDS). The search got cheaper once; if it does
 # again, this budget is what to raise.
 LONG_BUDGET = pb.BotWork(deals=4000, nodes=10_000_000)
 LONG_FLAGS = ["--bot-max-deals", "100000", "--bot-max-nodes", "100000000"]
