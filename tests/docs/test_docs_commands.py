@@ -101,6 +101,10 @@ BUDGETS = (
     "32:5000 --seeds 200 --procs 2 --matches 20 --warm 5 --cpu 1 --json-out /tmp/budgets400.json "
     "--png /tmp/bot_budgets400.png"
 )
+OVERLOAD_GHZ = (
+    "ghz offering 2x and 4x a two-worker server's capacity, three runs (minutes of both cores); "
+    "benchmarks.overload's first command runs here, shortened"
+)
 # ghz against the test's server: 300 calls, or the command's own shorter run.
 GHZ = Run(host=True, extra=SHORT_LOAD)
 IMAGE_TEST = (
@@ -239,6 +243,15 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "sync/admission-limit=32,sync --rpcs SuggestMove,Apply --factors 4 --runs 2 --json "
         "/tmp/bound2.json"
     ): NotRun(OVERLOAD_AGAIN),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
+        "--variants sync --tree 7d8178c --rpcs SuggestMove,Apply --seconds 6"
+    ): NotRun(OVERLOAD_GHZ),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
+        "--variants sync/threads=2/switch=0.0005,sync/threads=8/switch=0.005 --rpcs "
+        "SuggestMove,Apply --seconds 8"
+    ): NotRun(OVERLOAD_GHZ),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out /tmp/ladder.json": (
         Run(extra=("--seeds", "2"))
     ),
