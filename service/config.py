@@ -187,7 +187,7 @@ class Config:
         "strong", Choice(BOT_LEVELS), "SuggestMove's level when a request leaves it unspecified"
     )
     # The most work one SuggestMove may ask for: about four times the default deals and nine
-    # times its nodes, some 100 ms of CPU at worst (docs/bot.md, "The budget").
+    # times its nodes (what that costs in CPU: docs/bot.md, "The budget").
     bot_max_deals: int = setting(
         64, Integer(1), "most deals one SuggestMove may sample; a larger budget is BUDGET_TOO_LARGE"
     )

@@ -31,12 +31,10 @@ from service.tls import server_credentials, tls_files
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 # Health names that probes ask about: "" (the whole server) and the rules service.
 HEALTH_NAMES = ("", SERVICE_NAME)
-# Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing. Two
-# threads (and a 0.5 ms GIL switch interval) let grpc's polling thread take in and refuse
-# several times more calls OVERLOADED before gRPC core ends them CANCELLED, but refusing them
-# in Python cost so much CPU that goodput at 4x SuggestMove fell from 0.89 to 0.37 (measured
-# side by side, BENCHMARKS.md "Overload with ghz"), so the workers keep eight and Python's
-# default interval.
+# Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing. Fewer
+# threads refuse more calls OVERLOADED themselves, but that refusing in Python costs the
+# goodput an overloaded worker has (BENCHMARKS.md, "Overload with ghz"), so eight, and
+# Python's default switch interval.
 SYNC_THREADS = 8
 # Keepalive: ping idle clients every minute to find dead peers; let clients ping every 10 s.
 KEEPALIVE_MS = 60_000

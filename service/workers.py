@@ -89,7 +89,7 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     observer = CallObserver(tally, logger, tracing)
     stop_flushing = tally.flush_every(metrics.FLUSH_SECONDS)
     # Everything imported so far lives as long as the worker: move it out of the cyclic
-    # collector's sight, so full collections (pauses of several ms here) walk less.
+    # collector's sight, so that full collections walk less.
     gc.collect()
     gc.freeze()
     try:

@@ -8,7 +8,7 @@ generation's memo levels".
 
 Every memo here, and the bot's (engine.bot.moves), takes one packed integer and holds plain
 tuples of ints, which the cyclic garbage collector does not track, so full memos add nothing
-to its pauses (BENCHMARKS.md, "Engine": memo layout and garbage collection). Nested values
+to its pauses (docs/history/benchmark-runs.md, "Engine", on memo layout). Nested values
 are untracked only a level per collection, so callers that meet many floors no match reaches
 (the bot's search) compute through unkept_plans instead.
 """
