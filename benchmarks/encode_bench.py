@@ -104,7 +104,7 @@ def parts(args: argparse.Namespace) -> dict[str, Any]:
 
     def whole(case: Any) -> bytes:
         after, events, moves, seal = case
-        state, listed = writing.state_fields(after), writing.moves_fields(after.to_move, moves)
+        state, listed = writing.state_fields(after), writing.moves_bytes(after.to_move, moves)
         return writing.match_response_bytes(state, events, listed, seal, None)
 
     rows: dict[str, tuple[Callable[[Any], object], Sequence[Any]]] = {

@@ -195,7 +195,7 @@ def call_rows(served: _Served) -> list[Row]:
     def write(item: Any) -> bytes:
         (state, events), moves = item
         fields = writing.state_fields(state)
-        moves_fields = writing.moves_fields(state.to_move, moves)
+        moves_fields = writing.moves_bytes(state.to_move, moves)
         return writing.match_response_bytes(
             fields, events, moves_fields, commitment(state.seed), None
         )

@@ -409,7 +409,7 @@ class Handlers:
         return writing.match_response_bytes(
             fields,
             events,
-            writing.moves_fields(state.to_move, self._moves(state)),
+            writing.moves_bytes(state.to_move, self._moves(state)),
             commitment(state.seed),
             self._seal(fields),
         )

@@ -1,15 +1,22 @@
 """Writing answers: engine values as basra.v1's generated messages, serialized by protobuf.
 
-Each answer is one constructor call of its generated class, given plain values: a dict for a
-sub-message, a list for a repeated field. upb builds the whole tree from them in C, where
-building it child by child would copy every child into its parent. Each function here fills
-one message from its engine value, naming its fields once; an event's values are made once
-and serve the response's events, both seats' lists and the public ones.
+Each message is one constructor call of its generated class, given plain values: a dict for a
+sub-message, a list for a repeated field. Each function here fills one message from its
+engine value, naming its fields once.
+
+Apply's answer repeats its parts: an event stands in the response's events, in both seats'
+lists and in the public ones, and the same few events and moves recur from call to call (a
+card played, a card that only trails). What upb charges for is handing it Python values, per
+sub-message, far more than its encoding or parsing in C. So an event's or a move's encoding
+as one entry of its list is made once, kept, and joined with the others: protobuf parses
+concatenated encodings of a message as their merge (repeated entries appended in order), and
+one parse of the joined parts then one serialization give the answer's canonical bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from basra.v1 import rules_pb2 as pb
@@ -127,6 +134,21 @@ def moves_fields(seat: int | None, moves: Sequence[Move]) -> Fields:
             for m in moves
         ],
     }
+
+
+# Enough entries for the events and moves of many matches at once; a miss only costs its making.
+_KEPT = 4096
+
+
+@lru_cache(maxsize=_KEPT)
+def _move_entry(move: Move) -> bytes:
+    """A move's encoding as one entry of a LegalMoves' moves."""
+    return pb.LegalMoves(**moves_fields(None, (move,))).SerializeToString()
+
+
+def moves_bytes(seat: int | None, moves: Sequence[Move]) -> bytes:
+    """The encoded basra.v1.LegalMoves of the seat to move, joined from its moves' entries."""
+    return b"".join([pb.LegalMoves(seat=seat).SerializeToString(), *map(_move_entry, moves)])
 
 
 def legal_moves_response_bytes(seat: int | None, moves: Sequence[Move]) -> bytes:
@@ -251,42 +273,43 @@ def event_fields(event: Event | HiddenDeal) -> Fields:
 # ---- responses ----
 
 
-def _shown(
-    events: tuple[Event, ...], made: Sequence[Fields], shown: Iterable[Event | HiddenDeal]
-) -> list[Fields]:
-    """The values of the events as a seat or anybody sees them; `made` are the events' values.
+@lru_cache(maxsize=_KEPT)
+def _event_entries(event: Event | HiddenDeal) -> tuple[bytes, bytes, bytes]:
+    """An event's encodings as one entry of a response's events, of a seat's list and of a
+    response's public events."""
+    fields = event_fields(event)
+    return (
+        pb.ApplyResponse(events=[fields]).SerializeToString(),
+        pb.SeatEvents(events=[fields]).SerializeToString(),
+        pb.ApplyResponse(public_events=[fields]).SerializeToString(),
+    )
 
-    engine.seat_events and engine.public_events pass visible events through as the same
-    objects, so their values are reused; anything else (hidden deals) is made here.
-    """
-    return [
-        fields if seen is event else event_fields(seen)
-        for seen, event, fields in zip(shown, events, made, strict=True)
-    ]
+
+def _seat_list(events: tuple[Event, ...], seat: int) -> bytes:
+    """The events of a basra.v1.SeatEvents, as that seat sees them (hidden deals included)."""
+    return b"".join([_event_entries(e)[1] for e in seat_events(events, seat)])
 
 
 def match_response_bytes(
     state: Fields,
     events: tuple[Event, ...],
-    moves: Fields,
+    moves: bytes,
     seed_commitment: bytes,
     signed_state: Fields | None,
 ) -> bytes:
     """An encoded ApplyResponse, which is also the encoded NewMatchResponse (same fields, same
-    numbers: tests/contract), from the values of its state, moves and signed state."""
-    made = [event_fields(e) for e in events]
-    return pb.ApplyResponse(
-        state=state,
-        events=made,
-        legal_moves=moves,
-        seat_events=[
-            {"seat": seat, "events": _shown(events, made, seat_events(events, seat))}
-            for seat in SEATS
-        ],
-        seed_commitment=seed_commitment,
-        public_events=_shown(events, made, public_events(events)),
-        signed_state=signed_state,
-    ).SerializeToString()
+    numbers: tests/contract), from the values of its state and signed state and the encoded
+    LegalMoves."""
+    response = pb.ApplyResponse(
+        state=state, seed_commitment=seed_commitment, signed_state=signed_state
+    )
+    response.legal_moves.MergeFromString(moves)
+    for seat in SEATS:
+        response.seat_events.add(seat=seat).MergeFromString(_seat_list(events, seat))
+    everyone = [_event_entries(e)[0] for e in events]
+    public = [_event_entries(e)[2] for e in public_events(events)]
+    response.MergeFromString(b"".join(everyone + public))
+    return response.SerializeToString()
 
 
 def refusal_fields(reason: str, sentence: str, metadata: Mapping[str, str]) -> Fields:

@@ -138,15 +138,14 @@ MUTATIONS = (
     Mutation(
         "a seat's list shows the other seat's dealt cards",
         "writing",
-        "fields if seen is event else event_fields(seen)",
-        "fields",
+        "for e in seat_events(events, seat)]",
+        "for e in events]",
     ),
     Mutation(
         "the signed state left out of NewMatch and Apply answers",
         "writing",
-        "public_events=_shown(events, made, public_events(events)),\n"
-        "        signed_state=signed_state,",
-        "public_events=_shown(events, made, public_events(events)),\n        signed_state=None,",
+        "state=state, seed_commitment=seed_commitment, signed_state=signed_state",
+        "state=state, seed_commitment=seed_commitment, signed_state=None",
     ),
     Mutation(
         "the received totals read from the wrong seats",
