@@ -9,11 +9,20 @@ Apply calls per server CPU-second and the median of the ratios of the rounds:
     .venv/bin/python -m benchmarks.encode_bench --baseline ../before --rounds 7
 
 With --parts it times instead, in this process, the parts of writing the 120 Apply answers of
-the same requests from the engine's results: the values the generated classes are given
-(state, legal moves, events as each seat and anybody sees them), the constructor call with its
-serialization, and the whole write; CPU time of the thread, the parts interleaved, medians:
+the same requests from the engine's results: all of an answer's values as plain dicts and
+lists, one constructor call of them with its serialization (the writer before events and
+moves were kept as encoded entries), and the whole write as service/writing.py does it; CPU
+time of the thread, the parts interleaved, medians:
 
     .venv/bin/python -m benchmarks.encode_bench --parts --repeats 41
+
+With --passes N it only writes the same 120 answers N times and prints nothing: for an
+instruction count that the machine's load does not move, per answer the difference of two
+counts over 120 times the difference of N, with either checkout's writer first on the path
+(run as a file, so that TREE's engine/, service/ and benchmarks/ are imported):
+
+    PYTHONPATH=TREE valgrind --tool=callgrind \
+        .venv/bin/python benchmarks/encode_bench.py --passes 10
 """
 
 from __future__ import annotations
@@ -127,6 +136,23 @@ def parts(args: argparse.Namespace) -> dict[str, Any]:
     return {"parts_us": {name: statistics.median(v) for name, v in times.items()}}
 
 
+def passes(count: int) -> None:
+    """Write the Apply answers of the ghz data `count` times (after one pass to warm up)."""
+    cases = []
+    for request in ghz_data.read("apply.json", pb.ApplyRequest):
+        state = reading.state_from_proto(request.state)
+        after, events = engine.apply(state, reading.action_from_proto(request.action))
+        cases.append((after, events, engine.legal_moves(after), commitment(after.seed)))
+    # The hand writer took the state's encoding where the generated classes take its values;
+    # the one-constructor writer took the moves' values.
+    state_of: Callable[..., Any] = getattr(writing, "state_fields", None) or writing.state_bytes
+    moves_of: Callable[..., Any] = getattr(writing, "moves_bytes", None) or writing.moves_fields
+    for _ in range(count + 1):
+        for after, events, moves, seal in cases:
+            listed = moves_of(after.to_move, moves)
+            writing.match_response_bytes(state_of(after), events, listed, seal, None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Compare Apply per server CPU-second with --baseline, or time the parts (--parts)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -138,8 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8, help="client connections")
     parser.add_argument("--parts", action="store_true", help="time the parts of a write")
     parser.add_argument("--repeats", type=int, default=41, help="--parts: repeats")
+    parser.add_argument("--passes", type=int, help="only write the answers this many times")
     parser.add_argument("--json-out", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)
+    if args.passes is not None:
+        passes(args.passes)
+        return 0
     started = now()
     print(header("encode_bench", started, argv))
     if not args.parts and args.baseline is None:
