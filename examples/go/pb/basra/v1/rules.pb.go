@@ -29,6 +29,7 @@ package basrav1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -3523,11 +3524,263 @@ func (x *SuggestMoveResponse) GetWork() *BotWork {
 	return nil
 }
 
+// Request of BatchApply.
+type BatchApplyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requests, each exactly as Apply takes it; at most the server's maximum
+	// (BASRA_MAX_BATCH_ITEMS, 64 by default), else the call is refused with RESOURCE_EXHAUSTED,
+	// reason TOO_MANY_ITEMS (metadata `items`, `maxItems`). Requests are independent: two
+	// moves of one match in the same batch do not chain (each refers to the state it carries).
+	// None at all is valid and answered with no results.
+	Requests      []*ApplyRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchApplyRequest) Reset() {
+	*x = BatchApplyRequest{}
+	mi := &file_basra_v1_rules_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchApplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchApplyRequest) ProtoMessage() {}
+
+func (x *BatchApplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_basra_v1_rules_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchApplyRequest.ProtoReflect.Descriptor instead.
+func (*BatchApplyRequest) Descriptor() ([]byte, []int) {
+	return file_basra_v1_rules_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *BatchApplyRequest) GetRequests() []*ApplyRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// Response of BatchApply.
+type BatchApplyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per request, in the order of the requests.
+	Results       []*ApplyResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchApplyResponse) Reset() {
+	*x = BatchApplyResponse{}
+	mi := &file_basra_v1_rules_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchApplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchApplyResponse) ProtoMessage() {}
+
+func (x *BatchApplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_basra_v1_rules_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchApplyResponse.ProtoReflect.Descriptor instead.
+func (*BatchApplyResponse) Descriptor() ([]byte, []int) {
+	return file_basra_v1_rules_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BatchApplyResponse) GetResults() []*ApplyResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// What Apply answers to one request of a batch: its response, or its refusal.
+type ApplyResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is set.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*ApplyResult_Response
+	//	*ApplyResult_Status
+	Result        isApplyResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyResult) Reset() {
+	*x = ApplyResult{}
+	mi := &file_basra_v1_rules_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyResult) ProtoMessage() {}
+
+func (x *ApplyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_basra_v1_rules_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyResult.ProtoReflect.Descriptor instead.
+func (*ApplyResult) Descriptor() ([]byte, []int) {
+	return file_basra_v1_rules_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ApplyResult) GetResult() isApplyResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ApplyResult) GetResponse() *ApplyResponse {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResult_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *ApplyResult) GetStatus() *ItemStatus {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResult_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+type isApplyResult_Result interface {
+	isApplyResult_Result()
+}
+
+type ApplyResult_Response struct {
+	// The ApplyResponse a unary Apply of this request would send, byte for byte.
+	Response *ApplyResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
+}
+
+type ApplyResult_Status struct {
+	// The status a unary Apply of this request would end with: the same code, message and
+	// details (one google.rpc.ErrorInfo with the same reason and metadata, and a
+	// google.rpc.RetryInfo when the unary refusal gives one).
+	Status *ItemStatus `protobuf:"bytes,2,opt,name=status,proto3,oneof"`
+}
+
+func (*ApplyResult_Response) isApplyResult_Result() {}
+
+func (*ApplyResult_Status) isApplyResult_Result() {}
+
+// A refusal as data: the same fields, numbers and types as google.rpc.Status, so its bytes
+// may be decoded as a google.rpc.Status by any client that has that message (this file
+// imports no googleapis file).
+type ItemStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC status code (google.rpc.Code), never 0 (OK).
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// One English sentence, the unary call's status message.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The unary call's status details: a google.rpc.ErrorInfo (reason, domain "basra.v1",
+	// metadata), then a google.rpc.RetryInfo when the refusal says when to try again.
+	Details       []*anypb.Any `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ItemStatus) Reset() {
+	*x = ItemStatus{}
+	mi := &file_basra_v1_rules_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ItemStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ItemStatus) ProtoMessage() {}
+
+func (x *ItemStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_basra_v1_rules_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ItemStatus.ProtoReflect.Descriptor instead.
+func (*ItemStatus) Descriptor() ([]byte, []int) {
+	return file_basra_v1_rules_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ItemStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ItemStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ItemStatus) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 var File_basra_v1_rules_proto protoreflect.FileDescriptor
 
 const file_basra_v1_rules_proto_rawDesc = "" +
 	"\n" +
-	"\x14basra/v1/rules.proto\x12\bbasra.v1\" \n" +
+	"\x14basra/v1/rules.proto\x12\bbasra.v1\x1a\x19google/protobuf/any.proto\" \n" +
 	"\bCardList\x12\x14\n" +
 	"\x05cards\x18\x01 \x03(\tR\x05cards\"\x7f\n" +
 	"\tSeatState\x12\x12\n" +
@@ -3816,7 +4069,20 @@ const file_basra_v1_rules_proto_rawDesc = "" +
 	"candidates\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12(\n" +
 	"\x05level\x18\x04 \x01(\x0e2\x12.basra.v1.BotLevelR\x05level\x12%\n" +
-	"\x04work\x18\x05 \x01(\v2\x11.basra.v1.BotWorkR\x04work*I\n" +
+	"\x04work\x18\x05 \x01(\v2\x11.basra.v1.BotWorkR\x04work\"G\n" +
+	"\x11BatchApplyRequest\x122\n" +
+	"\brequests\x18\x01 \x03(\v2\x16.basra.v1.ApplyRequestR\brequests\"E\n" +
+	"\x12BatchApplyResponse\x12/\n" +
+	"\aresults\x18\x01 \x03(\v2\x15.basra.v1.ApplyResultR\aresults\"~\n" +
+	"\vApplyResult\x125\n" +
+	"\bresponse\x18\x01 \x01(\v2\x17.basra.v1.ApplyResponseH\x00R\bresponse\x12.\n" +
+	"\x06status\x18\x02 \x01(\v2\x14.basra.v1.ItemStatusH\x00R\x06statusB\b\n" +
+	"\x06result\"j\n" +
+	"\n" +
+	"ItemStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails*I\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12STATUS_IN_PROGRESS\x10\x01\x12\x0f\n" +
@@ -3825,7 +4091,7 @@ const file_basra_v1_rules_proto_rawDesc = "" +
 	"\x15BOT_LEVEL_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10BOT_LEVEL_RANDOM\x10\x01\x12\x14\n" +
 	"\x10BOT_LEVEL_GREEDY\x10\x02\x12\x14\n" +
-	"\x10BOT_LEVEL_STRONG\x10\x032\xa6\x03\n" +
+	"\x10BOT_LEVEL_STRONG\x10\x032\xef\x03\n" +
 	"\fRulesService\x12A\n" +
 	"\bNewMatch\x12\x19.basra.v1.NewMatchRequest\x1a\x1a.basra.v1.NewMatchResponse\x128\n" +
 	"\x05Apply\x12\x16.basra.v1.ApplyRequest\x1a\x17.basra.v1.ApplyResponse\x12G\n" +
@@ -3834,7 +4100,9 @@ const file_basra_v1_rules_proto_rawDesc = "" +
 	"\n" +
 	"PlayerView\x12\x1b.basra.v1.PlayerViewRequest\x1a\x1c.basra.v1.PlayerViewResponse\x12;\n" +
 	"\x06Replay\x12\x17.basra.v1.ReplayRequest\x1a\x18.basra.v1.ReplayResponse\x12J\n" +
-	"\vSuggestMove\x12\x1c.basra.v1.SuggestMoveRequest\x1a\x1d.basra.v1.SuggestMoveResponseB\x8e\x01\n" +
+	"\vSuggestMove\x12\x1c.basra.v1.SuggestMoveRequest\x1a\x1d.basra.v1.SuggestMoveResponse\x12G\n" +
+	"\n" +
+	"BatchApply\x12\x1b.basra.v1.BatchApplyRequest\x1a\x1c.basra.v1.BatchApplyResponseB\x8e\x01\n" +
 	"\fcom.basra.v1B\n" +
 	"RulesProtoP\x01Z1example.com/basra-rules/lobby/pb/basra/v1;basrav1\xa2\x02\x03BXX\xaa\x02\bBasra.V1\xca\x02\bBasra\\V1\xe2\x02\x14Basra\\V1\\GPBMetadata\xea\x02\tBasra::V1b\x06proto3"
 
@@ -3851,7 +4119,7 @@ func file_basra_v1_rules_proto_rawDescGZIP() []byte {
 }
 
 var file_basra_v1_rules_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_basra_v1_rules_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_basra_v1_rules_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_basra_v1_rules_proto_goTypes = []any{
 	(Status)(0),                 // 0: basra.v1.Status
 	(BotLevel)(0),               // 1: basra.v1.BotLevel
@@ -3896,7 +4164,12 @@ var file_basra_v1_rules_proto_goTypes = []any{
 	(*SuggestMoveRequest)(nil),  // 40: basra.v1.SuggestMoveRequest
 	(*Candidate)(nil),           // 41: basra.v1.Candidate
 	(*SuggestMoveResponse)(nil), // 42: basra.v1.SuggestMoveResponse
-	nil,                         // 43: basra.v1.Refusal.MetadataEntry
+	(*BatchApplyRequest)(nil),   // 43: basra.v1.BatchApplyRequest
+	(*BatchApplyResponse)(nil),  // 44: basra.v1.BatchApplyResponse
+	(*ApplyResult)(nil),         // 45: basra.v1.ApplyResult
+	(*ItemStatus)(nil),          // 46: basra.v1.ItemStatus
+	nil,                         // 47: basra.v1.Refusal.MetadataEntry
+	(*anypb.Any)(nil),           // 48: google.protobuf.Any
 }
 var file_basra_v1_rules_proto_depIdxs = []int32{
 	0,  // 0: basra.v1.State.status:type_name -> basra.v1.Status
@@ -3948,7 +4221,7 @@ var file_basra_v1_rules_proto_depIdxs = []int32{
 	33, // 46: basra.v1.PlayerViewResponse.view:type_name -> basra.v1.PlayerView
 	34, // 47: basra.v1.PlayerViewResponse.public_view:type_name -> basra.v1.PublicView
 	9,  // 48: basra.v1.ReplayRequest.actions:type_name -> basra.v1.Action
-	43, // 49: basra.v1.Refusal.metadata:type_name -> basra.v1.Refusal.MetadataEntry
+	47, // 49: basra.v1.Refusal.metadata:type_name -> basra.v1.Refusal.MetadataEntry
 	4,  // 50: basra.v1.ReplayResponse.state:type_name -> basra.v1.State
 	23, // 51: basra.v1.ReplayResponse.events:type_name -> basra.v1.Event
 	8,  // 52: basra.v1.ReplayResponse.legal_moves:type_name -> basra.v1.LegalMoves
@@ -3963,23 +4236,30 @@ var file_basra_v1_rules_proto_depIdxs = []int32{
 	41, // 61: basra.v1.SuggestMoveResponse.candidates:type_name -> basra.v1.Candidate
 	1,  // 62: basra.v1.SuggestMoveResponse.level:type_name -> basra.v1.BotLevel
 	39, // 63: basra.v1.SuggestMoveResponse.work:type_name -> basra.v1.BotWork
-	25, // 64: basra.v1.RulesService.NewMatch:input_type -> basra.v1.NewMatchRequest
-	28, // 65: basra.v1.RulesService.Apply:input_type -> basra.v1.ApplyRequest
-	29, // 66: basra.v1.RulesService.LegalMoves:input_type -> basra.v1.LegalMovesRequest
-	31, // 67: basra.v1.RulesService.PlayerView:input_type -> basra.v1.PlayerViewRequest
-	36, // 68: basra.v1.RulesService.Replay:input_type -> basra.v1.ReplayRequest
-	40, // 69: basra.v1.RulesService.SuggestMove:input_type -> basra.v1.SuggestMoveRequest
-	26, // 70: basra.v1.RulesService.NewMatch:output_type -> basra.v1.NewMatchResponse
-	27, // 71: basra.v1.RulesService.Apply:output_type -> basra.v1.ApplyResponse
-	30, // 72: basra.v1.RulesService.LegalMoves:output_type -> basra.v1.LegalMovesResponse
-	35, // 73: basra.v1.RulesService.PlayerView:output_type -> basra.v1.PlayerViewResponse
-	38, // 74: basra.v1.RulesService.Replay:output_type -> basra.v1.ReplayResponse
-	42, // 75: basra.v1.RulesService.SuggestMove:output_type -> basra.v1.SuggestMoveResponse
-	70, // [70:76] is the sub-list for method output_type
-	64, // [64:70] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	28, // 64: basra.v1.BatchApplyRequest.requests:type_name -> basra.v1.ApplyRequest
+	45, // 65: basra.v1.BatchApplyResponse.results:type_name -> basra.v1.ApplyResult
+	27, // 66: basra.v1.ApplyResult.response:type_name -> basra.v1.ApplyResponse
+	46, // 67: basra.v1.ApplyResult.status:type_name -> basra.v1.ItemStatus
+	48, // 68: basra.v1.ItemStatus.details:type_name -> google.protobuf.Any
+	25, // 69: basra.v1.RulesService.NewMatch:input_type -> basra.v1.NewMatchRequest
+	28, // 70: basra.v1.RulesService.Apply:input_type -> basra.v1.ApplyRequest
+	29, // 71: basra.v1.RulesService.LegalMoves:input_type -> basra.v1.LegalMovesRequest
+	31, // 72: basra.v1.RulesService.PlayerView:input_type -> basra.v1.PlayerViewRequest
+	36, // 73: basra.v1.RulesService.Replay:input_type -> basra.v1.ReplayRequest
+	40, // 74: basra.v1.RulesService.SuggestMove:input_type -> basra.v1.SuggestMoveRequest
+	43, // 75: basra.v1.RulesService.BatchApply:input_type -> basra.v1.BatchApplyRequest
+	26, // 76: basra.v1.RulesService.NewMatch:output_type -> basra.v1.NewMatchResponse
+	27, // 77: basra.v1.RulesService.Apply:output_type -> basra.v1.ApplyResponse
+	30, // 78: basra.v1.RulesService.LegalMoves:output_type -> basra.v1.LegalMovesResponse
+	35, // 79: basra.v1.RulesService.PlayerView:output_type -> basra.v1.PlayerViewResponse
+	38, // 80: basra.v1.RulesService.Replay:output_type -> basra.v1.ReplayResponse
+	42, // 81: basra.v1.RulesService.SuggestMove:output_type -> basra.v1.SuggestMoveResponse
+	44, // 82: basra.v1.RulesService.BatchApply:output_type -> basra.v1.BatchApplyResponse
+	76, // [76:83] is the sub-list for method output_type
+	69, // [69:76] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_basra_v1_rules_proto_init() }
@@ -4016,13 +4296,17 @@ func file_basra_v1_rules_proto_init() {
 	file_basra_v1_rules_proto_msgTypes[32].OneofWrappers = []any{}
 	file_basra_v1_rules_proto_msgTypes[36].OneofWrappers = []any{}
 	file_basra_v1_rules_proto_msgTypes[38].OneofWrappers = []any{}
+	file_basra_v1_rules_proto_msgTypes[43].OneofWrappers = []any{
+		(*ApplyResult_Response)(nil),
+		(*ApplyResult_Status)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_basra_v1_rules_proto_rawDesc), len(file_basra_v1_rules_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

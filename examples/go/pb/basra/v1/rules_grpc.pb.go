@@ -45,6 +45,7 @@ const (
 	RulesService_PlayerView_FullMethodName  = "/basra.v1.RulesService/PlayerView"
 	RulesService_Replay_FullMethodName      = "/basra.v1.RulesService/Replay"
 	RulesService_SuggestMove_FullMethodName = "/basra.v1.RulesService/SuggestMove"
+	RulesService_BatchApply_FullMethodName  = "/basra.v1.RulesService/BatchApply"
 )
 
 // RulesServiceClient is the client API for RulesService service.
@@ -70,6 +71,12 @@ type RulesServiceClient interface {
 	// the floor, both piles and the public counts; never the opponent's hand, the deck order or
 	// the seed): for a player who timed out or left, play against the computer, or hints.
 	SuggestMove(ctx context.Context, in *SuggestMoveRequest, opts ...grpc.CallOption) (*SuggestMoveResponse, error)
+	// Apply several independent actions in one call: each request is answered as a unary Apply
+	// of it would be, in the order of the requests. One request's refusal never changes another's
+	// answer (nothing is rolled back: the method is not atomic), and the call itself succeeds
+	// unless the batch as a whole is refused (too many requests, a body that is no
+	// BatchApplyRequest at all, or the server's own admission refusing the call).
+	BatchApply(ctx context.Context, in *BatchApplyRequest, opts ...grpc.CallOption) (*BatchApplyResponse, error)
 }
 
 type rulesServiceClient struct {
@@ -140,6 +147,16 @@ func (c *rulesServiceClient) SuggestMove(ctx context.Context, in *SuggestMoveReq
 	return out, nil
 }
 
+func (c *rulesServiceClient) BatchApply(ctx context.Context, in *BatchApplyRequest, opts ...grpc.CallOption) (*BatchApplyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchApplyResponse)
+	err := c.cc.Invoke(ctx, RulesService_BatchApply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RulesServiceServer is the server API for RulesService service.
 // All implementations must embed UnimplementedRulesServiceServer
 // for forward compatibility.
@@ -163,6 +180,12 @@ type RulesServiceServer interface {
 	// the floor, both piles and the public counts; never the opponent's hand, the deck order or
 	// the seed): for a player who timed out or left, play against the computer, or hints.
 	SuggestMove(context.Context, *SuggestMoveRequest) (*SuggestMoveResponse, error)
+	// Apply several independent actions in one call: each request is answered as a unary Apply
+	// of it would be, in the order of the requests. One request's refusal never changes another's
+	// answer (nothing is rolled back: the method is not atomic), and the call itself succeeds
+	// unless the batch as a whole is refused (too many requests, a body that is no
+	// BatchApplyRequest at all, or the server's own admission refusing the call).
+	BatchApply(context.Context, *BatchApplyRequest) (*BatchApplyResponse, error)
 	mustEmbedUnimplementedRulesServiceServer()
 }
 
@@ -190,6 +213,9 @@ func (UnimplementedRulesServiceServer) Replay(context.Context, *ReplayRequest) (
 }
 func (UnimplementedRulesServiceServer) SuggestMove(context.Context, *SuggestMoveRequest) (*SuggestMoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SuggestMove not implemented")
+}
+func (UnimplementedRulesServiceServer) BatchApply(context.Context, *BatchApplyRequest) (*BatchApplyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchApply not implemented")
 }
 func (UnimplementedRulesServiceServer) mustEmbedUnimplementedRulesServiceServer() {}
 func (UnimplementedRulesServiceServer) testEmbeddedByValue()                      {}
@@ -320,6 +346,24 @@ func _RulesService_SuggestMove_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RulesService_BatchApply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchApplyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RulesServiceServer).BatchApply(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RulesService_BatchApply_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RulesServiceServer).BatchApply(ctx, req.(*BatchApplyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RulesService_ServiceDesc is the grpc.ServiceDesc for RulesService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -350,6 +394,10 @@ var RulesService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SuggestMove",
 			Handler:    _RulesService_SuggestMove_Handler,
+		},
+		{
+			MethodName: "BatchApply",
+			Handler:    _RulesService_BatchApply_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
