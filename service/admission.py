@@ -98,6 +98,19 @@ class Admission:
             self.held -= 1
             self.stay_seconds += STAY_WEIGHT * (stayed - self.stay_seconds)
 
+    def take(self, wanted: int) -> int:
+        """Hold up to `wanted` more units now, as far as the bound has room; return how many
+        (the items of a batch beyond its call's own unit)."""
+        with self._lock:
+            room = wanted if self.limit == 0 else max(0, min(wanted, self.limit - self.held))
+            self.held += room
+            return room
+
+    def release(self, count: int) -> None:
+        """Give back units held by `take` (the running stay stays the calls')."""
+        with self._lock:
+            self.held -= count
+
     def retry_delay(self) -> float:
         """Seconds a refused caller should wait: about one turn of the queue, jittered."""
         base = min(max(self.stay_seconds, MIN_RETRY_DELAY), MAX_RETRY_DELAY)

@@ -208,6 +208,12 @@ class Config:
         "most calls one worker holds, in flight plus queued; past it a call is refused at once "
         "(RESOURCE_EXHAUSTED, OVERLOADED, with a retry delay); 0 = no bound",
     )
+    max_batch_items: int = setting(
+        64,
+        Integer(1, 10_000),
+        "most requests one BatchApply call may carry; more is refused whole (RESOURCE_EXHAUSTED, "
+        "TOO_MANY_ITEMS)",
+    )
     io: str = setting(
         "sync",
         Choice(IO_MODES),

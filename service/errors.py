@@ -41,6 +41,7 @@ class ServiceReason(StrEnum):
     OVERLOADED = "OVERLOADED"
     DEADLINE_EXPIRED = "DEADLINE_EXPIRED"
     DEADLINE_TOO_SHORT = "DEADLINE_TOO_SHORT"
+    TOO_MANY_ITEMS = "TOO_MANY_ITEMS"
 
 
 # Reasons the server's load gives, not the request: the same request may be answered when sent
@@ -79,6 +80,7 @@ _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
         ServiceReason.OVERLOADED: grpc.StatusCode.RESOURCE_EXHAUSTED,
         ServiceReason.DEADLINE_EXPIRED: grpc.StatusCode.DEADLINE_EXCEEDED,
         ServiceReason.DEADLINE_TOO_SHORT: grpc.StatusCode.DEADLINE_EXCEEDED,
+        ServiceReason.TOO_MANY_ITEMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
 

@@ -20,6 +20,7 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 from service import errors
+from service.batch import BatchAnswer
 from service.grace import Grace, expired, seen_by_client
 from service.handlers import Answer
 from service.logs import Logger
@@ -77,7 +78,7 @@ _STATE_REQUESTS = (
 )
 
 
-def _facts(request: object, response: object) -> dict[str, int]:
+def _facts(request: object, response: object) -> dict[str, Any]:
     """The seq and seat a RulesService call was about; never cards or the seed.
 
     Read from the request when it carries a state; NewMatch and Replay answer with the seq
@@ -95,6 +96,8 @@ def _facts(request: object, response: object) -> dict[str, int]:
             facts["seat"] = request.seat
     elif isinstance(response, Answer):
         facts["seq"] = response.seq
+    elif isinstance(response, BatchAnswer):
+        return response.facts()  # one line per batch: its item count and outcome counts
     return facts
 
 

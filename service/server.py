@@ -16,7 +16,7 @@ import grpc
 from grpc_health.v1 import _async as health_aio  # the module health.aio re-exports
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from service import reflection
+from service import batch, reflection
 from service.admission import Admission, AdmissionInterceptor, AsyncAdmissionInterceptor
 from service.config import Config
 from service.deadlines import SearchClock
@@ -224,7 +224,10 @@ def build_sync(
     executor = admitting.pool
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
-    add_to_server(RulesServicer(handlers), server, config.max_message_bytes)
+    batched = batch.served(
+        config, handlers, admission, observer.metrics, RECEIVE_FACTOR * config.max_message_bytes
+    )
+    add_to_server(RulesServicer(handlers), server, config.max_message_bytes, batched)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     for name in HEALTH_NAMES:
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -10,7 +10,7 @@ takes the bytes out of the Answer of NewMatch and Replay (whose seq the call's l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -202,9 +202,13 @@ async def _answer_async(
 
 
 def add_to_server(
-    servicer: RulesServicer | AsyncRulesServicer, server: Any, max_request_bytes: int | None = None
+    servicer: RulesServicer | AsyncRulesServicer,
+    server: Any,
+    max_request_bytes: int | None = None,
+    more: Mapping[str, grpc.RpcMethodHandler[Any, Any]] | None = None,
 ) -> None:
-    """Register a servicer on a sync or asyncio server, with never-raising request readers.
+    """Register a servicer on a sync or asyncio server, with never-raising request readers,
+    and `more` method handlers of the same service (BatchApply, on the sync server).
 
     Requests larger than `max_request_bytes` are refused with REQUEST_TOO_LARGE.
     """
@@ -216,5 +220,6 @@ def add_to_server(
         )
         for name, (request_type, _) in METHODS.items()
     }
+    handlers.update(more or {})
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)

@@ -31,7 +31,15 @@ PATHS = {
 }
 RULES_SERVICE = "basra.v1.RulesService"
 # Every RPC of the contract; a test compares this with what reflection says the service has.
-RULE_RPCS = ("NewMatch", "LegalMoves", "Apply", "PlayerView", "Replay", "SuggestMove")
+RULE_RPCS = (
+    "NewMatch",
+    "LegalMoves",
+    "Apply",
+    "PlayerView",
+    "Replay",
+    "SuggestMove",
+    "BatchApply",
+)
 
 
 class ReflectionError(LookupError):
@@ -200,6 +208,10 @@ def every_rulesservice_call(reflector: Reflector, seed: bytes = b"reflection") -
     )
     assert suggested["action"]["seat"] == mover, suggested
     answers["SuggestMove"] = suggested
+    request = {"state": state, "action": action, "expected_seq": state["seq"]}
+    batched = rpc["BatchApply"]({"requests": [request, request]})
+    assert batched["results"] == [{"response": applied}] * 2, "BatchApply is not Apply"
+    answers["BatchApply"] = batched
     return answers
 
 

@@ -50,6 +50,7 @@ CONTRACT_DEFAULTS: Mapping[str, str] = {
     "BASRA_BOT_MAX_DEALS": "64",
     "BASRA_BOT_MAX_NODES": "20000",
     "BASRA_ADMISSION_LIMIT": "64",
+    "BASRA_MAX_BATCH_ITEMS": "64",
     "BASRA_TRACING": "false",
 }
 # Where the chart deliberately departs from the server's defaults, and why.

@@ -262,3 +262,28 @@ def test_grpcurl_lists_describes_and_calls(server: InProcess) -> None:
     for name in (f"{reflect.RULES_SERVICE}.NewMatch", f"{reflect.RULES_SERVICE}/NewMatch"):
         answer = json.loads(_grpcurl(server, name, flags=("-d", '{"seed": "AQ=="}')))
         assert answer["state"]["seats"] and answer["legal_moves"]["moves"], answer
+
+
+def test_grpcurl_prints_a_batch_item_refusal_with_its_error_info() -> None:
+    """A BatchApply item's status holds google.protobuf.Any details: grpcurl resolves their
+    type (google.rpc.ErrorInfo) through reflection and prints the reason and metadata."""
+    server = start_sync(Config())
+    try:
+        start = json.loads(
+            _grpcurl(server, f"{reflect.RULES_SERVICE}.NewMatch", flags=("-d", "{}"))
+        )
+        state = start["state"]
+        action = {"seat": state["to_move"], "card": start["legal_moves"]["moves"][0]["card"]}
+        stale = {"state": state, "action": action, "expected_seq": state.get("seq", 0) + 1}
+        request = json.dumps({"requests": [stale]})
+        answer = json.loads(
+            _grpcurl(server, f"{reflect.RULES_SERVICE}.BatchApply", flags=("-d", request))
+        )
+    finally:
+        server.close()
+    (result,) = answer["results"]
+    assert result["status"]["code"] == grpc.StatusCode.ABORTED.value[0]
+    (detail,) = result["status"]["details"]
+    assert detail["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
+    assert detail["reason"] == "SEQ_MISMATCH"
+    assert detail["metadata"] == {"seq": "0", "expectedSeq": "1"}

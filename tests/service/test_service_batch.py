@@ -1,0 +1,332 @@
+"""BatchApply on the sync server: each item answered as the unary Apply of it, item for item."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import grpc
+import pytest
+from basra.v1 import rules_pb2 as pb
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clients.refusals import error_infos
+from service import batch
+from service.config import Config
+from service.handlers import Handlers
+from service.server import make_handlers
+from tests.service.service_support import InProcess, start_sync
+
+KEYS = "k1:" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
+ITEM_BYTES = 4096
+CONFIG = Config(signing_keys=KEYS, max_message_bytes=ITEM_BYTES, max_batch_items=8)
+APPLY = "/basra.v1.RulesService/Apply"
+BATCH = "/basra.v1.RulesService/BatchApply"
+PROPERTY = settings(
+    max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """How the service answered one request: the response's bytes, or the refusal."""
+
+    code: grpc.StatusCode
+    body: bytes = b""
+    message: str = ""
+    reason: str = ""
+    metadata: tuple[tuple[str, str], ...] = ()
+    retry: bool = False
+
+
+def _refused(code: grpc.StatusCode, message: str, details: list[any_pb2.Any]) -> Seen:
+    infos, retry = [], False
+    for detail in details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            infos.append(info)
+        retry = retry or detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR)
+    assert len(infos) == 1, details
+    (info,) = infos
+    assert info.domain == "basra.v1"
+    return Seen(code, b"", message, info.reason, tuple(sorted(info.metadata.items())), retry)
+
+
+def unary(channel: grpc.Channel, body: bytes) -> Seen:
+    """Send one Apply request's bytes as they are."""
+    call = channel.unary_unary(APPLY, None, None)
+    try:
+        return Seen(grpc.StatusCode.OK, call(body, timeout=10))
+    except grpc.RpcError as error:
+        trailing: Any = error.trailing_metadata() or ()
+        for key, value in trailing:
+            if key == "grpc-status-details-bin":
+                rich = status_pb2.Status.FromString(value)
+                return _refused(error.code(), error.details() or "", list(rich.details))
+        raise
+
+
+def batched(channel: grpc.Channel, bodies: list[bytes], timeout: float = 10) -> list[Seen]:
+    """Send requests' bytes in one BatchApply; read each result (statuses as google.rpc)."""
+    call = channel.unary_unary(BATCH, None, None)
+    data = batch.RequestWire(requests=bodies).SerializeToString()
+    answer = batch.ResponseWire.FromString(call(data, timeout=timeout))
+    typed = pb.BatchApplyResponse.FromString(answer.SerializeToString())
+    assert len(answer.results) == len(bodies) == len(typed.results)
+    seen = []
+    for raw in answer.results:
+        result = batch.ResultWire.FromString(raw)
+        if result.WhichOneof("result") == "response":
+            seen.append(Seen(grpc.StatusCode.OK, result.response))
+            continue
+        rich = status_pb2.Status.FromString(result.status)
+        code = next(c for c in grpc.StatusCode if c.value[0] == rich.code)
+        seen.append(_refused(code, rich.message, list(rich.details)))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[InProcess]:
+    """A signing sync server with small bounds (items of 4 KiB, batches of 8)."""
+    served = start_sync(CONFIG)
+    yield served
+    served.close()
+
+
+def _sample_requests(channel: grpc.Channel) -> list[bytes]:
+    """Requests of every kind: valid, stale seq, bad signature, unsigned, illegal, malformed,
+    too large, no action."""
+    stub_new = channel.unary_unary(
+        "/basra.v1.RulesService/NewMatch", None, pb.NewMatchResponse.FromString
+    )
+    start = stub_new(pb.NewMatchRequest(seed=b"batch-test").SerializeToString(), timeout=10)
+    found: list[bytes] = []
+    signed, state, moves = start.signed_state, start.state, start.legal_moves
+    apply_call = channel.unary_unary(APPLY, None, pb.ApplyResponse.FromString)
+    for _ in range(3):  # three successive states of one match
+        move = moves.moves[0]
+        action = pb.Action(seat=state.to_move, card=move.card)
+        if move.plans:
+            action.plan_id = move.plans[0].id
+        good = pb.ApplyRequest(signed_state=signed, action=action, expected_seq=state.seq)
+        forged = pb.SignedState()
+        forged.CopyFrom(signed)
+        forged.signature = bytes(b ^ 1 for b in signed.signature)
+        wrong_seat = pb.Action(seat=1 - state.to_move, card=move.card)
+        not_held = pb.Action(seat=state.to_move, card=state.deck[0])
+        found += [
+            good.SerializeToString(),
+            replace_seq(good, state.seq + 1),
+            pb.ApplyRequest(signed_state=forged, action=action).SerializeToString(),
+            pb.ApplyRequest(state=state, action=action).SerializeToString(),
+            pb.ApplyRequest(signed_state=signed, action=wrong_seat).SerializeToString(),
+            pb.ApplyRequest(signed_state=signed, action=not_held).SerializeToString(),
+            pb.ApplyRequest(signed_state=signed).SerializeToString(),
+        ]
+        after = apply_call(good.SerializeToString(), timeout=10)
+        signed, state, moves = after.signed_state, after.state, after.legal_moves
+    found += [b"\xff\xff\xff", b"\x00" * (ITEM_BYTES + 1), b""]
+    return found
+
+
+def replace_seq(request: pb.ApplyRequest, seq: int) -> bytes:
+    """The request's bytes with another expected seq."""
+    changed = pb.ApplyRequest()
+    changed.CopyFrom(request)
+    changed.expected_seq = seq
+    return changed.SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def samples(server: InProcess) -> list[bytes]:
+    """The sample requests, made once."""
+    return _sample_requests(server.channel)
+
+
+def test_the_samples_cover_answers_and_every_kind_of_refusal(
+    server: InProcess, samples: list[bytes]
+) -> None:
+    """The property below compares answers and refusals of many reasons, not OKs alone."""
+    reasons = {unary(server.channel, body).reason for body in samples}
+    assert {
+        "",
+        "SEQ_MISMATCH",
+        "BAD_SIGNATURE",
+        "NOT_YOUR_TURN",
+        "CARD_NOT_IN_HAND",
+        "INVALID_ACTION",
+        "MALFORMED_REQUEST",
+        "REQUEST_TOO_LARGE",
+    } <= reasons
+
+
+@PROPERTY
+@given(st.lists(st.lists(st.integers(0, 23), max_size=8), min_size=1, max_size=4))
+def test_each_item_is_answered_as_the_unary_apply_of_it(
+    server: InProcess, samples: list[bytes], batches: list[list[int]]
+) -> None:
+    """Random sequences of batches, against the same requests one by one: the same bytes, or
+    the same code, message, reason and metadata, item for item, in order."""
+    for chosen in batches:
+        bodies = [samples[index % len(samples)] for index in chosen]
+        expected = [unary(server.channel, body) for body in bodies]
+        assert batched(server.channel, bodies) == expected
+
+
+def _one_result(server: InProcess, bodies: list[bytes]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as refused:
+        batched(server.channel, bodies)
+    return refused.value
+
+
+def test_a_batch_past_the_bound_is_refused_whole(server: InProcess, samples: list[bytes]) -> None:
+    """Nine requests to a server taking eight: RESOURCE_EXHAUSTED, TOO_MANY_ITEMS, no retry."""
+    error = _one_result(server, [samples[0]] * 9)
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    (info,) = error_infos(error.trailing_metadata())
+    assert info.reason == "TOO_MANY_ITEMS"
+    assert dict(info.metadata) == {"items": "9", "maxItems": "8"}
+    trailing: Any = error.trailing_metadata() or ()
+    assert ("grpc-retry-pushback-ms", "-1") in trailing
+
+
+def test_an_empty_batch_has_no_results(server: InProcess) -> None:
+    """No requests: an OK call with no results."""
+    assert batched(server.channel, []) == []
+
+
+def test_a_body_that_is_no_batch_is_refused_whole(server: InProcess) -> None:
+    """Bytes that are no BatchApplyRequest: INVALID_ARGUMENT, MALFORMED_REQUEST."""
+    error = _one_result_raw(server, b"\xff\xff\xff")
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+    (info,) = error_infos(error.trailing_metadata())
+    assert info.reason == "MALFORMED_REQUEST"
+    assert info.metadata["messageType"] == "BatchApplyRequest"
+
+
+def _one_result_raw(server: InProcess, data: bytes) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as refused:
+        server.channel.unary_unary(BATCH, None, None)(data, timeout=10)
+    return refused.value
+
+
+def test_one_log_line_per_batch_with_its_outcome_counts(
+    server: InProcess, samples: list[bytes]
+) -> None:
+    """The call's line names how many items and how each kind ended; no line per item."""
+    before = len(server.log_lines())
+    batched(server.channel, [samples[0], samples[0], samples[1], samples[2]])
+    lines = [line for line in server.log_lines()[before:] if line.get("event") == "rpc"]
+    assert [line["method"] for line in lines] == ["basra.v1.RulesService/BatchApply"]
+    assert lines[0]["items"] == 4
+    assert lines[0]["outcomes"] == {"OK": 2, "SEQ_MISMATCH": 1, "BAD_SIGNATURE": 1}
+
+
+def test_items_are_counted_under_apply(server: InProcess, samples: list[bytes]) -> None:
+    """Each item counts as an Apply call in the per-method series, the batch as one call."""
+
+    def count(method: str, code: str) -> float:
+        server.tally.flush()
+        value = server.registry.get_sample_value(
+            "grpc_server_handled_total",
+            {
+                "grpc_type": "UNARY",
+                "grpc_service": "basra.v1.RulesService",
+                "grpc_method": method,
+                "grpc_code": code,
+            },
+        )
+        return value or 0.0
+
+    before = (count("Apply", "OK"), count("Apply", "ABORTED"), count("BatchApply", "OK"))
+    batched(server.channel, [samples[0], samples[0], samples[1]])
+    after = (count("Apply", "OK"), count("Apply", "ABORTED"), count("BatchApply", "OK"))
+    assert [b - a for a, b in zip(before, after, strict=True)] == [2, 1, 1]
+
+
+def test_items_past_the_admission_room_are_refused_overloaded(samples: list[bytes]) -> None:
+    """With 3 of a bound of 5 held elsewhere, a batch of 4 runs 2 (its own unit and the one
+    left) and refuses 2 OVERLOADED with a retry delay, as unary calls arriving then would be;
+    its units are all given back."""
+    server = start_sync(replace(CONFIG, admission_limit=5))
+    try:
+        admission = server.built.admission.admission
+        assert admission.take(3) == 3
+        seen = batched(server.channel, [samples[0]] * 4)
+        assert [s.code for s in seen[:2]] == [grpc.StatusCode.OK] * 2
+        assert [(s.code, s.reason, s.retry) for s in seen[2:]] == [
+            (grpc.StatusCode.RESOURCE_EXHAUSTED, "OVERLOADED", True)
+        ] * 2
+        assert dict(seen[2].metadata) == {"limit": "5"}
+        admission.release(3)
+        give_up = time.monotonic() + 5  # the call's own unit is given back as its thread ends
+        while admission.held and time.monotonic() < give_up:
+            time.sleep(0.01)
+        assert admission.held == 0
+    finally:
+        server.close()
+
+
+class SlowApply(Handlers):
+    """Handlers whose Apply takes 20 ms more: a batch of them outlasts a short deadline."""
+
+    @classmethod
+    def of(cls, handlers: Handlers) -> SlowApply:
+        """The same handlers, slowed."""
+        return cls(**{f.name: getattr(handlers, f.name) for f in fields(handlers)})
+
+    def apply(self, request: pb.ApplyRequest) -> bytes:
+        """Wait, then apply."""
+        time.sleep(0.02)
+        return super().apply(request)
+
+
+def test_items_that_cannot_finish_before_the_deadline_are_refused_not_lost(
+    samples: list[bytes],
+) -> None:
+    """A deadline shorter than the batch's work: the call still answers OK in time, the items
+    it could not start refused DEADLINE_EXPIRED as a unary call past its deadline is, and the
+    first ones answered."""
+    config = replace(CONFIG, max_batch_items=64, max_message_bytes=Config().max_message_bytes)
+    server = start_sync(config, handlers=SlowApply.of(make_handlers(config, None)))
+    try:
+        seen = batched(server.channel, [samples[0]] * 64, timeout=0.4)
+        codes = [s.code for s in seen]
+        assert codes[0] is grpc.StatusCode.OK
+        refused = [s for s in seen if s.code is not grpc.StatusCode.OK]
+        assert refused, "64 items of 20 ms each cannot all fit in 400 ms"
+        assert {(s.code, s.reason) for s in refused} == {
+            (grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_EXPIRED")
+        }
+        # Once one is refused for time, every later one is too: none starts after.
+        first = codes.index(grpc.StatusCode.DEADLINE_EXCEEDED)
+        assert all(code is grpc.StatusCode.DEADLINE_EXCEEDED for code in codes[first:])
+    finally:
+        server.close()
+
+
+def test_the_batch_answer_is_a_typed_batch_apply_response(
+    server: InProcess, samples: list[bytes]
+) -> None:
+    """Through the generated stub: an answer's response is the unary ApplyResponse, a refusal's
+    status decodes as google.rpc.Status."""
+    stub = server.channel.unary_unary(
+        BATCH,
+        request_serializer=pb.BatchApplyRequest.SerializeToString,
+        response_deserializer=pb.BatchApplyResponse.FromString,
+    )
+    requests = [pb.ApplyRequest.FromString(samples[i]) for i in (0, 1)]
+    answer = stub(pb.BatchApplyRequest(requests=requests), timeout=10)
+    ok, stale = answer.results
+    assert ok.response.SerializeToString() == unary(server.channel, samples[0]).body
+    rich = status_pb2.Status.FromString(stale.status.SerializeToString())
+    assert rich.code == grpc.StatusCode.ABORTED.value[0]
+    info = error_details_pb2.ErrorInfo()
+    assert rich.details[0].Unpack(info) and info.reason == "SEQ_MISMATCH"
+    assert json.loads(json.dumps(dict(info.metadata)))["expectedSeq"]
