@@ -34,6 +34,9 @@ DATA_DIR = ROOT / "deploy" / "ghz" / "data"
 MATCHES = 6
 REQUESTS_PER_FILE = 120
 NEW_MATCH_REQUESTS = 16
+# BatchApply: batches of this many Apply requests (a size a busy gateway reaches), this many.
+BATCH_ITEMS = 16
+BATCHES = 8
 RANDOM_SEED = 20260601
 
 
@@ -111,8 +114,22 @@ def render_all() -> dict[str, str]:
         as_json(pb.NewMatchRequest(seed=f"ghz-new-{i}".encode(), labels=["north", "south"]))
         for i in range(NEW_MATCH_REQUESTS)
     ]
+    # Drawn last, so that the other files stay as they were before this one existed.
+    batched = [
+        pb.ApplyRequest(
+            state=state_to_proto(s.state),
+            action=action_to_proto(s.action),
+            expected_seq=s.state.seq,
+        )
+        for s in spread(found, BATCH_ITEMS * BATCHES, rnd)
+    ]
+    batch_requests = [
+        as_json(pb.BatchApplyRequest(requests=batched[start : start + BATCH_ITEMS]))
+        for start in range(0, len(batched), BATCH_ITEMS)
+    ]
     return {
         "apply.json": render(apply_requests),
+        "batch_apply.json": render(batch_requests),
         "legal_moves.json": render(legal_requests),
         "new_match.json": render(new_match_requests),
         "suggest_move.json": render(suggest_requests),

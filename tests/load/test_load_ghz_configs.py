@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
+from basra.v1 import rules_pb2 as pb
 
 from benchmarks import ghz_data
 from clients import load
@@ -48,6 +50,7 @@ def test_there_is_a_config_for_each_load_tested_rpc() -> None:
         "basra.v1.RulesService.Apply",
         "basra.v1.RulesService.LegalMoves",
         "basra.v1.RulesService.SuggestMove",
+        "basra.v1.RulesService.BatchApply",
     }
 
 
@@ -181,3 +184,28 @@ def test_without_reflection_the_generated_code_names_the_request(tmp_path: Path)
         assert report["statusCodeDistribution"] == {"OK": 20}
     finally:
         bare.stop()
+
+
+def test_each_item_of_the_batch_data_is_answered(server: ServedProcess) -> None:
+    """A BatchApply call is OK even when its items are refused: every item of the committed
+    batches must get its answer, not a refusal, for the load to be Apply's."""
+    batches = ghz_data.read("batch_apply.json", pb.BatchApplyRequest)
+    assert batches and all(len(b.requests) == ghz_data.BATCH_ITEMS for b in batches)
+    with grpc.insecure_channel(server.target) as channel:
+        call = channel.unary_unary(
+            "/basra.v1.RulesService/BatchApply",
+            pb.BatchApplyRequest.SerializeToString,
+            pb.BatchApplyResponse.FromString,
+        )
+        for request in batches:
+            answer = call(request, timeout=10)
+            kinds = [result.WhichOneof("result") for result in answer.results]
+            assert kinds == ["response"] * len(request.requests), answer
+
+
+def test_load_drives_batch_apply_through_reflection(server: ServedProcess, tmp_path: Path) -> None:
+    """`basra-rules load` runs the BatchApply config as it is (a batch is a unary call)."""
+    raw = {**_raw(GHZ_DIR / "batch_apply.json"), "total": 40, "concurrency": 4, "connections": 2}
+    report = json.loads(_load(server, tmp_path, raw, "--json"))
+    assert report["count"] == 40
+    assert report["statusCodeDistribution"] == {"OK": 40}
