@@ -49,6 +49,7 @@ CONTRACT = {
         500,
     ),
     "max_replay_actions": ("--max-replay-actions", "BASRA_MAX_REPLAY_ACTIONS", 10000, "7", 7),
+    "max_batch_items": ("--max-batch-items", "BASRA_MAX_BATCH_ITEMS", 64, "16", 16),
     "bot_level": ("--bot-level", "BASRA_BOT_LEVEL", "strong", "GREEDY", "greedy"),
     "bot_max_deals": ("--bot-max-deals", "BASRA_BOT_MAX_DEALS", 64, "8", 8),
     "bot_max_nodes": ("--bot-max-nodes", "BASRA_BOT_MAX_NODES", 20000, "900", 900),
