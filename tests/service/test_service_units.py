@@ -188,6 +188,7 @@ def test_every_reason_has_its_status_code() -> None:
         "RESPONSE_TOO_LARGE",
         "BUDGET_TOO_LARGE",
         "OVERLOADED",
+        "TOO_MANY_ITEMS",
     }
     late = {"DEADLINE_EXPIRED", "DEADLINE_TOO_SHORT"}
     for engine_reason in engine.Reason:
