@@ -281,6 +281,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         extra=("--rounds", "1", "--scale", "0.05")
     ),
     ".venv/bin/python -m benchmarks.call_end --rounds 7": Run(extra=("--rounds", "1")),
+    ".venv/bin/python -m benchmarks.batch_bench --rounds 5 --json-out /tmp/batch.json": Run(
+        extra=("--rounds", "1", "--items", "200")
+    ),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_round_ends --matches 150 --procs 2": Run(
         extra=("--matches", "2", "--procs", "1")
     ),
@@ -425,6 +428,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         address="my-host:50051", extra=SHORT_LOAD
     ),
     "ghz --config deploy/ghz/apply.json --proto proto/basra/v1/rules.proto": GHZ,
+    "ghz --config deploy/ghz/batch_apply.json": GHZ,
     "ghz --config deploy/ghz/apply.json -n 50000 -c 32 --connections 8": Run(
         host=True, shorter=(("-n 50000", "-n 300"),)
     ),
@@ -438,6 +442,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ): Run(server="--host", extra=SHORT_LOAD),
     ".venv/bin/basra-rules load deploy/ghz/legal_moves.json --rps 1000 -z 30s": Run(
         server="--host", extra=("-z", "1s")
+    ),
+    ".venv/bin/basra-rules load deploy/ghz/batch_apply.json": Run(
+        server="--host", extra=SHORT_LOAD
     ),
     ".venv/bin/basra-rules load deploy/ghz/new_match.json --json": Run(
         server="--host", extra=SHORT_LOAD
