@@ -130,8 +130,8 @@ def too_many_items(items: int, limit: int) -> Refusal:
 def _response_too_large(size: int, limit: int) -> Refusal:
     return errors.refusal(
         ServiceReason.RESPONSE_TOO_LARGE,
-        f"The batch's answers up to this one would have {size} bytes; this server sends at "
-        f"most {limit} in one call: send the rest in another batch.",
+        f"The batch's answers would have passed {limit} bytes at {size}, the most this server "
+        "sends in one call: send this request and the ones after it in another batch.",
         size=size,
         max_bytes=limit,
     )
@@ -193,22 +193,27 @@ class BatchApply:
         outcomes: Counter[str] = Counter()
         size = 0
         slowest = 0.0
+        full: Refusal | None = None  # once an answer did not fit, later items are not run
         try:
             for index, data in enumerate(items):
                 start = perf_counter()
                 outcome: bytes | Refusal
                 if index > extra:
                     outcome = self._admission.overloaded()
+                elif full is not None:
+                    outcome = full
                 else:
                     outcome = self._one(data, context, slowest)
                     slowest = max(slowest, perf_counter() - start)
-                    if index > 0:  # this item's unit, taken for it alone
-                        self._admission.release(1)
-                        held -= 1
+                if 0 < index <= extra:  # this item's unit, taken for it alone
+                    self._admission.release(1)
+                    held -= 1
                 if isinstance(outcome, bytes):
                     result = ResultWire(response=outcome).SerializeToString()
                     if size + len(result) > self._max_response_bytes:
-                        outcome = _response_too_large(size + len(result), self._max_response_bytes)
+                        full = outcome = _response_too_large(
+                            size + len(result), self._max_response_bytes
+                        )
                 if isinstance(outcome, Refusal):
                     result = ResultWire(status=status_bytes(outcome)).SerializeToString()
                 size += len(result)

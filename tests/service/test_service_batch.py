@@ -340,3 +340,20 @@ def test_the_asyncio_server_does_not_serve_batches(samples: list[bytes]) -> None
     finally:
         server.close()
     assert error.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_answers_past_the_call_size_refuse_the_items_from_there_on(samples: list[bytes]) -> None:
+    """With items of 4 KiB at most, a call answers 16 KiB at most: 40 answers of several hundred
+    bytes each do not all fit, and the items from the first that does not are
+    refused RESPONSE_TOO_LARGE (not run), the ones before answered."""
+    server = start_sync(replace(CONFIG, max_batch_items=40))
+    try:
+        seen = batched(server.channel, [samples[0]] * 40)
+    finally:
+        server.close()
+    codes = [s.code for s in seen]
+    first = codes.index(grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert 0 < first < 40 and set(codes[:first]) == {grpc.StatusCode.OK}
+    assert {s.reason for s in seen[first:]} == {"RESPONSE_TOO_LARGE"}
+    assert dict(seen[first].metadata)["maxBytes"] == str(4 * ITEM_BYTES)
+    assert sum(len(s.body) for s in seen) <= 4 * ITEM_BYTES
