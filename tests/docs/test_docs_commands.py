@@ -94,8 +94,7 @@ SHORT_OVERLOAD = (
     *("--runs", "1", "--seconds", "1", "--factors", "4"),
 )
 OVERLOAD_AGAIN = (
-    "benchmarks.overload again (minutes of both cores); its capacity command (all six RPCs) "
-    "runs, shortened"
+    "benchmarks.overload again (minutes of both cores); its first command runs, shortened"
 )
 BUDGETS = (
     "nice -n 10 .venv/bin/python -m benchmarks.bot_budgets --budgets 1:60 4:500 8:1100 16:2200 "
@@ -189,6 +188,29 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--tables 8 --sample-every 300"
     ): Run(extra=("--duration", "2", "--sample-every", "1")),
     # BENCHMARKS.md
+    (
+        "for i in 1 2 3; do .venv/bin/python -m benchmarks.load_bench --workers 1 2 --calls 6000 "
+        "--json-out /tmp/run$i.json; done"
+    ): NotRun(
+        "three full load benchmarks (about 20 minutes of both cores); docs/load-testing.md's "
+        "load_bench commands run here, shortened"
+    ),
+    (
+        ".venv/bin/python -m benchmarks.load_bench --merge /tmp/run1.json /tmp/run2.json "
+        "/tmp/run3.json"
+    ): NotRun("reads the files of the loop above; the merge of two runs is run below"),
+    (
+        ".venv/bin/python -m benchmarks.overload --variants bare,before,sync,asyncio --before "
+        "4ebdd66 --runs 3 --json /tmp/overload.json"
+    ): NotRun(
+        "the command as run on 2026-12-02 (docs/history/benchmark-runs.md's table); its asyncio "
+        "variant went with the asyncio server, and BENCHMARKS.md's command without it runs, "
+        "shortened"
+    ),
+    (
+        ".venv/bin/python -m benchmarks.overload --variants bare,before,sync --before 4ebdd66 "
+        "--runs 3 --json /tmp/overload.json"
+    ): Run(extra=SHORT_OVERLOAD),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning": Serve(),
     ".venv/bin/basra-rules load deploy/ghz/legal_moves.json": Run(
         server="--host", extra=SHORT_LOAD
@@ -214,7 +236,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         ".venv/bin/python -m benchmarks.overload --variants bare,sync --workers 1 --rpcs "
         "NewMatch,Apply,LegalMoves,PlayerView,Replay,SuggestMove --factors '' --json "
         "/tmp/capacity.json"
-    ): Run(extra=SHORT_OVERLOAD),
+    ): NotRun(OVERLOAD_AGAIN),
     (
         ".venv/bin/python -m benchmarks.overload --variants bare,sync --workers 1 --rpcs "
         "SuggestMove --factors '' --json /tmp/capacity-suggest.json"
