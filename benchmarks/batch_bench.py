@@ -75,9 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as running:
         bare = running.enter_context(bare_server())
         unbounded = ("--admission-limit", "0")
-        service = running.enter_context(
-            served("sync", args.workers, args.log_level, flags=unbounded)
-        )
+        service = running.enter_context(served(args.workers, args.log_level, flags=unbounded))
         for name, (path, bodies, size, in_flight) in variants.items():  # warm-up
             target = bare if name == "bare Check" else service
             measure(target, name, bodies, calls=max(50, args.items // size // 10),

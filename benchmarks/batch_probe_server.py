@@ -3,10 +3,10 @@
 Each worker runs one bare server (no interceptors, no health, no reflection) on a port shared
 through SO_REUSEPORT, as service.workers does, with the service's own plan table installed
 and its start-up objects frozen. Methods (benchmarks.batch_probe_wire): Noop answers a fixed
-reply; Apply is the service's own unary Apply (service.servicer.add_to_server's reader and
-servicer, under the probe's name); BatchApply runs each item in order and answers one result
-each; StreamApply answers each message of a bidi stream with its id; StreamNoop answers each with
-the no-op's reply (a stream's own limit); Who names the worker's
+reply; Apply is the service's own unary Apply (service.servicer's reader and servicer, or on
+grpc.aio the same handler call, under the probe's name); BatchApply runs each item in order
+and answers one result each; StreamApply answers each message of a bidi stream with its id;
+StreamNoop answers each with the no-op's reply (a stream's own limit); Who names the worker's
 pid (the client spreads its connections over the workers with it); Count says how many
 items the worker has handled (the load-balancing probe).
 
@@ -41,8 +41,9 @@ def _handlers(reply: bytes, asynchronous: bool) -> Any:
     import grpc
 
     from service import plan_table
+    from service.errors import Refusal
     from service.handlers import Handlers
-    from service.servicer import AsyncRulesServicer, RulesServicer, _reader
+    from service.servicer import RulesServicer, _reader, respond
 
     plan_table.install()
     handlers = Handlers()
@@ -64,14 +65,20 @@ def _handlers(reply: bytes, asynchronous: bool) -> Any:
 
     read_apply = _reader(pb.ApplyRequest)
     if asynchronous:
-        aservicer = AsyncRulesServicer(handlers)
+        # The service's servicer as its asyncio twin was, before that server was removed: the
+        # same handler call, a refusal ended by the asyncio context's abort.
 
         async def noop_a(request: bytes, context: Any) -> bytes:
             return reply
 
         async def apply_a(request: Any, context: Any) -> Any:
             counted[0] += 1
-            return await aservicer.Apply(request, context)
+            try:
+                return respond(handlers.apply, request, context.time_remaining())
+            except Refusal as refusal:
+                status = refusal.status()
+                await context.abort(status.code, status.details, status.trailing_metadata)
+                raise
 
         async def batch_a(request: Any, context: Any) -> Any:
             return batch(request)

@@ -2,13 +2,12 @@
 
 benchmarks.load_bench needs, in one server configuration, both the real RulesService and a
 call that does nothing but carry a payload of the same size, to tell gRPC's own cost from the
-service's. This runner builds every worker's server with the service's own builders
-(service.server.build_sync / build_async: same interceptors, metrics, health, reflection and
-options) and adds one benchmark-only method, /basra.bench.Noop/Echo, that takes the raw request
+service's. This runner builds every worker's server with the service's own builder
+(service.server.build_sync: same interceptors, metrics, health, reflection and options) and
+adds one benchmark-only method, /basra.bench.Noop/Echo, that takes the raw request
 bytes and answers a fixed reply of a given size. It never ships: it lives under benchmarks/.
 
-    .venv/bin/python -m benchmarks.bench_server --port 50061 --workers 2 --io asyncio \
-        --reply-bytes 1500
+    .venv/bin/python -m benchmarks.bench_server --port 50061 --workers 2 --reply-bytes 1500
 
 Worker processes share the port through SO_REUSEPORT as in service.workers; the parent prints
 one line "READY <port> <pid> <pid>..." once every worker serves, and stops them on SIGTERM.
@@ -23,7 +22,6 @@ against which the benchmark compares the service answering its own calls:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import atexit
 import gc
 import multiprocessing
@@ -47,23 +45,14 @@ NOOP_PATH = f"/{NOOP_SERVICE}/{NOOP_METHOD}"
 STARTUP_SECONDS = 60.0
 
 
-def noop_handler(reply: bytes, asynchronous: bool) -> Any:
+def noop_handler(reply: bytes) -> Any:
     """Return the generic handler of the no-op method: raw bytes in, a fixed reply out."""
     import grpc
 
-    if asynchronous:
+    def echo(request: bytes, context: Any) -> bytes:
+        return reply
 
-        async def echo_async(request: bytes, context: Any) -> bytes:
-            return reply
-
-        behaviour: Any = echo_async
-    else:
-
-        def echo(request: bytes, context: Any) -> bytes:
-            return reply
-
-        behaviour = echo
-    method = grpc.unary_unary_rpc_method_handler(behaviour)
+    method = grpc.unary_unary_rpc_method_handler(echo)
     return grpc.method_handlers_generic_handler(NOOP_SERVICE, {NOOP_METHOD: method})
 
 
@@ -96,40 +85,21 @@ def worker_main(
     gc.collect()
     gc.freeze()
     reply = b"\x01" * reply_bytes
-    if config.io == "asyncio":
-        asyncio.run(_serve_async(config, observer, port, reply, ready))
-    else:
-        _serve_sync(config, observer, port, reply, ready)
+    _serve(config, observer, port, reply, ready)
 
 
-def _serve_sync(config: Config, observer: Any, port: int, reply: bytes, ready: Connection) -> None:
+def _serve(config: Config, observer: Any, port: int, reply: bytes, ready: Connection) -> None:
     from service.server import build_sync
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server = build_sync(config, observer, port)
-    server.server.add_generic_rpc_handlers((noop_handler(reply, asynchronous=False),))
+    server.server.add_generic_rpc_handlers((noop_handler(reply),))
     server.start()
     ready.send(server.port)
     ready.close()
     stop.wait()
     server.stop(1.0)
-
-
-async def _serve_async(
-    config: Config, observer: Any, port: int, reply: bytes, ready: Connection
-) -> None:
-    from service.server import build_async
-
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    server = await build_async(config, observer, port)
-    server.server.add_generic_rpc_handlers((noop_handler(reply, asynchronous=True),))
-    await server.start()
-    ready.send(server.port)
-    ready.close()
-    await stop.wait()
-    await server.stop(1.0)
 
 
 BARE_THREADS = 8

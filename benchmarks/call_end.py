@@ -1,11 +1,10 @@
 """What a call pays for its log line to carry the code its client saw (service/grace.py).
 
-At the end of every call the interceptor asks grpc whether the call is still live: on the sync
-server `context.is_active()`, on the asyncio server `context.cancelled()` (asked before this
-change too) and `context.time_remaining()`. This measures those questions on real contexts,
-inside a handler of a real server of each flavour, beside the Apply handler alone on the
-ghz data, in the same process and run: medians of the rounds, nanoseconds per question, and
-their share of an Apply handler.
+At the end of every call the interceptor asks grpc whether the call is still live,
+`context.is_active()`, and for a call that is not, `context.time_remaining()`. This measures
+those questions on real contexts, inside a handler of a real thread-pool server, beside the
+Apply handler alone on the ghz data, in the same process and run: medians of the rounds,
+nanoseconds per question, and their share of an Apply handler.
 
     .venv/bin/python -m benchmarks.call_end --rounds 7
 """
@@ -13,7 +12,6 @@ their share of an Apply handler.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import time
@@ -40,27 +38,13 @@ def _per_question(ask: Callable[[], object]) -> float:
     return (time.perf_counter_ns() - began) / QUESTIONS
 
 
-def _handler(found: dict[str, float], sync: bool) -> Any:
-    def measure(context: Any) -> None:
-        if sync:
-            found["is_active"] = _per_question(context.is_active)
-        else:
-            found["cancelled"] = _per_question(context.cancelled)
+def _handler(found: dict[str, float]) -> Any:
+    def ask(request: bytes, context: Any) -> bytes:
+        found["is_active"] = _per_question(context.is_active)
         found["time_remaining"] = _per_question(context.time_remaining)
-
-    if sync:
-
-        def ask(request: bytes, context: Any) -> bytes:
-            measure(context)
-            return b""
-
-        return grpc.unary_unary_rpc_method_handler(ask)
-
-    async def ask_async(request: bytes, context: Any) -> bytes:
-        measure(context)
         return b""
 
-    return grpc.unary_unary_rpc_method_handler(ask_async)
+    return grpc.unary_unary_rpc_method_handler(ask)
 
 
 def _generic(handler: Any) -> Any:
@@ -71,24 +55,12 @@ def sync_questions() -> dict[str, float]:
     """The questions' cost on a thread-pool server's context."""
     found: dict[str, float] = {}
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
-    server.add_generic_rpc_handlers((_generic(_handler(found, sync=True)),))
+    server.add_generic_rpc_handlers((_generic(_handler(found)),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         channel.unary_unary(METHOD, None, None)(b"", timeout=120)
     server.stop(0)
-    return found
-
-
-async def _async_questions() -> dict[str, float]:
-    found: dict[str, float] = {}
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((_generic(_handler(found, sync=False)),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        await channel.unary_unary(METHOD, None, None)(b"", timeout=120)
-    await server.stop(0)
     return found
 
 
@@ -110,7 +82,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: dict[str, list[float]] = {}
     for _ in range(args.rounds):
         found = {f"sync {k}": v for k, v in sync_questions().items()}
-        found |= {f"asyncio {k}": v for k, v in asyncio.run(_async_questions()).items()}
         found["Apply handler"] = apply_handler_ns()
         for name, value in found.items():
             rows.setdefault(name, []).append(value)

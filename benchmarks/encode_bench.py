@@ -53,8 +53,8 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     rates: dict[str, list[float]] = {name: [] for name in trees}
     errors = 0
     with (
-        served("sync", 1, "info", metrics=True, tree=trees["baseline"]) as baseline,
-        served("sync", 1, "info", metrics=True, tree=trees["here"]) as here,
+        served(1, "info", metrics=True, tree=trees["baseline"]) as baseline,
+        served(1, "info", metrics=True, tree=trees["here"]) as here,
     ):
         servers = {"baseline": baseline, "here": here}
         for server in servers.values():  # warm-up: imports, caches, connections

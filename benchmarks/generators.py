@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(ghz_tool.MISSING, file=sys.stderr)
         return 2
     started = now()
-    with served("sync", 2, "warning") as server:
+    with served(2, "warning") as server:
         results = [compare(config, server, args) for config in args.configs]
     print(
         f"{header('generators', started, argv)}\n"

@@ -1,21 +1,21 @@
 """Load benchmark of the gRPC service: Apply against a same-size no-op, per server CPU-second.
 
 In one run and against one server configuration (benchmarks.bench_server: the service's own
-server builders plus a benchmark-only no-op method), this sends unary Apply calls on realistic
+server builder plus a benchmark-only no-op method), this sends unary Apply calls on realistic
 mid-game states (deploy/ghz/data/apply.json) and no-op calls carrying the very same request
 bytes and a reply of the mean Apply reply size. The load generator (clients.load, in this
 process) shares the machine with the server, so besides wall time it counts the server's CPU
 seconds from /proc/<pid>/stat (supervisor and workers) and reports calls per server CPU-second.
 
-For each server flavour (sync thread pool, asyncio) and worker count (1, 2) it reports:
+For each worker count (1, 2) it reports:
 - Apply and no-op calls per server CPU-second, and their ratio (medians over rounds that
   alternate the two RPCs, so drift hits both alike);
 - the saturation rate (Apply calls per wall second at full concurrency) and the p50/p99
   latency of Apply paced at half that rate;
-and across them: 2 workers against 1 in calls per server CPU-second, sync against asyncio.
+and across them: 2 workers against 1 in calls per server CPU-second.
 
     .venv/bin/python -m benchmarks.load_bench                   # full run, a few minutes
-    .venv/bin/python -m benchmarks.load_bench --rounds 1 --calls 500 --io sync --workers 1
+    .venv/bin/python -m benchmarks.load_bench --rounds 1 --calls 500 --workers 1
 
 With --defaults it measures instead the service as a user runs it against the limit of this
 stack: `basra-rules serve` started as the README's quick start does (one worker, info logs,
@@ -89,9 +89,8 @@ from testkit import otlp
 
 @dataclass(frozen=True)
 class VariantResult:
-    """Medians over the rounds of one server flavour and worker count."""
+    """Medians over the rounds of one worker count."""
 
-    io: str
     workers: int
     apply_per_cpu_second: float
     noop_per_cpu_second: float
@@ -107,13 +106,13 @@ class VariantResult:
 
 
 def run_variant(
-    io: str, workers: int, requests: Sequence[bytes], reply_bytes: int, args: argparse.Namespace
+    workers: int, requests: Sequence[bytes], reply_bytes: int, args: argparse.Namespace
 ) -> VariantResult:
-    """Measure one server flavour and worker count."""
+    """Measure one worker count."""
     connections = max(args.connections, workers)
     rounds: list[dict[str, Any]] = []
     with bench_server(
-        io, workers, reply_bytes, args.log_level, sync_threads=args.sync_threads
+        workers, reply_bytes, args.log_level, sync_threads=args.sync_threads
     ) as server:
         for rpc in ("Apply", "Noop"):  # warm-up: imports, caches, connection setup
             measure(
@@ -157,7 +156,7 @@ def run_variant(
             rounds.append({**asdict(run), "per_cpu_second": run.per_cpu_second, "paced": half})
     # The same Apply load against `basra-rules serve` itself: the benchmark's runner must cost
     # what the shipped server costs, or its figures would not describe the product.
-    with served(io, workers, args.log_level) as real:
+    with served(workers, args.log_level) as real:
         options = {"concurrency": args.concurrency, "connections": connections}
         measure(real, "Apply", requests, calls=args.calls // 4, **options)
         serve_runs = [
@@ -172,7 +171,6 @@ def run_variant(
         if n.per_cpu_second
     ]
     return VariantResult(
-        io=io,
         workers=workers,
         apply_per_cpu_second=statistics.median(r.per_cpu_second for r in apply_runs),
         noop_per_cpu_second=statistics.median(r.per_cpu_second for r in noop_runs),
@@ -268,11 +266,10 @@ def rotate(
 
 def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run at the defaults: fresh servers, `args.rounds` rounds; per call, the medians."""
-    io = args.io[0]  # the default, sync, unless --io asyncio is given first
     with contextlib.ExitStack() as running:
         bare = running.enter_context(bare_server())
         control = running.enter_context(bare_server())
-        ours = running.enter_context(served(io, 1, "info", metrics=True))
+        ours = running.enter_context(served(1, "info", metrics=True))
         calls = {
             name: (ours, path, requests)
             for name, (path, requests) in requests_at_defaults().items()
@@ -295,7 +292,6 @@ def run_tracing(number: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run of --defaults --tracing: fresh servers at the defaults (one worker, info logs,
     metrics on), Apply on each: tracing off (twice), on with every call sampled and exported
     to a receiver in this process, and on with none sampled."""
-    io = args.io[0]
     path, requests = requests_at_defaults()["Apply"]
     keep = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     with otlp.receiving(keep=False) as receiver:
@@ -303,10 +299,10 @@ def run_tracing(number: int, args: argparse.Namespace) -> dict[str, Any]:
         unsampled = {**exporting, "OTEL_TRACES_SAMPLER": "always_off"}
         with (
             bare_server() as bare,
-            served(io, 1, "info", True, env=keep) as off,
-            served(io, 1, "info", True, env=keep) as control,
-            served(io, 1, "info", True, flags=["--tracing"], env=exporting) as on,
-            served(io, 1, "info", True, flags=["--tracing"], env=unsampled) as on_unsampled,
+            served(1, "info", True, env=keep) as off,
+            served(1, "info", True, env=keep) as control,
+            served(1, "info", True, flags=["--tracing"], env=exporting) as on,
+            served(1, "info", True, flags=["--tracing"], env=unsampled) as on_unsampled,
         ):
             started = (off, control, on, on_unsampled)
             servers = dict(zip(TRACING_VARIANTS, started, strict=True))
@@ -369,7 +365,7 @@ def _profile(
 def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """Run --defaults: `args.runs` runs; print each run's medians and the medians of runs."""
     started = now()
-    servers = f"basra-rules serve at its defaults (1 worker, {args.io[0]}, info logs, metrics on)"
+    servers = "basra-rules serve at its defaults (1 worker, info logs, metrics on)"
     if args.grpc_go:
         servers += "; grpc-go: benchmarks/go_noop (the standard health server)"
     if args.tracing:
@@ -440,55 +436,42 @@ def report(results: Sequence[VariantResult], reply_bytes: int, request_bytes: in
     lines = [
         f"payload: request {request_bytes} B (mean), reply {reply_bytes} B (mean; no-op alike)",
         "",
-        f"{'server':<8} {'workers':>7} {'Apply/cpu-s':>12} {'noop/cpu-s':>11} {'ratio':>6} "
+        f"{'workers':>7} {'Apply/cpu-s':>12} {'noop/cpu-s':>11} {'ratio':>6} "
         f"{'Apply/s':>8} {'noop/s':>8} {'half-sat rps':>12} {'p50 ms':>7} {'p99 ms':>7} "
         f"{'serve Apply/cpu-s':>17} {'errors':>6}",
     ]
     for r in results:
         lines.append(
-            f"{r.io:<8} {r.workers:>7} {r.apply_per_cpu_second:>12.0f} "
+            f"{r.workers:>7} {r.apply_per_cpu_second:>12.0f} "
             f"{r.noop_per_cpu_second:>11.0f} {r.apply_to_noop:>6.2f} "
             f"{r.apply_per_wall_second:>8.0f} {r.noop_per_wall_second:>8.0f} "
             f"{r.half_saturation_rps:>12.0f} {r.half_saturation_p50_ms:>7.2f} "
             f"{r.half_saturation_p99_ms:>7.2f} {r.serve_apply_per_cpu_second:>17.0f} "
             f"{r.errors:>6}"
         )
-    by_key = {(r.io, r.workers): r for r in results}
-    lines.append("")
-    for io in ("sync", "asyncio"):
-        one, two = by_key.get((io, 1)), by_key.get((io, 2))
-        if one and two:
-            change = two.apply_per_cpu_second / one.apply_per_cpu_second - 1
-            lines.append(f"{io}: 2 workers vs 1, Apply calls per server CPU-second {change:+.1%}")
-    for workers in (1, 2):
-        sync, aio = by_key.get(("sync", workers)), by_key.get(("asyncio", workers))
-        if sync and aio:
-            per_cpu = aio.apply_per_cpu_second / sync.apply_per_cpu_second - 1
-            wall = aio.apply_per_wall_second / sync.apply_per_wall_second - 1
-            lines.append(
-                f"{workers} worker(s): asyncio vs sync, Apply per server CPU-second "
-                f"{per_cpu:+.1%}, per wall second {wall:+.1%}"
-            )
+    by_workers = {r.workers: r for r in results}
+    one, two = by_workers.get(1), by_workers.get(2)
+    if one and two:
+        change = two.apply_per_cpu_second / one.apply_per_cpu_second - 1
+        lines += ["", f"2 workers vs 1, Apply calls per server CPU-second {change:+.1%}"]
     return "\n".join(lines)
 
 
 def merge(paths: Sequence[Path]) -> tuple[list[VariantResult], int, int]:
     """Combine saved runs (--json-out files): the median of each figure across the runs."""
     runs = [json.loads(path.read_text()) for path in paths]
-    keys = sorted({(r["io"], r["workers"]) for run in runs for r in run["results"]})
+    # Runs saved before the asyncio server was removed hold its rows too ("io": "asyncio").
+    results = [r for run in runs for r in run["results"] if r.get("io", "sync") == "sync"]
     merged = []
-    for io, workers in keys:
-        found = [
-            r for run in runs for r in run["results"] if (r["io"], r["workers"]) == (io, workers)
-        ]
+    for workers in sorted({r["workers"] for r in results}):
+        found = [r for r in results if r["workers"] == workers]
         figures = {
             name: statistics.median(r[name] for r in found)
             for name in VariantResult.__dataclass_fields__
-            if name not in ("io", "workers", "errors", "rounds")
+            if name not in ("workers", "errors", "rounds")
         }
         merged.append(
             VariantResult(
-                io=io,
                 workers=workers,
                 errors=sum(r["errors"] for r in found),
                 rounds=[],
@@ -501,7 +484,6 @@ def merge(paths: Sequence[Path]) -> tuple[list[VariantResult], int, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print (and optionally save) its figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--io", nargs="+", default=["sync", "asyncio"], help="server flavours")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="worker counts")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement")
     parser.add_argument("--calls", type=int, default=4000, help="calls per saturated run")
@@ -518,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sync-threads",
         type=int,
         default=0,
-        help="threads of the sync server in the no-op comparison (0: the service's own)",
+        help="threads of the server in the no-op comparison (0: the service's own)",
     )
     parser.add_argument(
         "--merge", nargs="+", type=Path, help="print the medians of saved runs instead of running"
@@ -560,11 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     requests, reply_bytes = apply_requests()
     request_bytes = round(statistics.mean(len(r) for r in requests))
     started = now()
-    results = [
-        run_variant(io, workers, requests, reply_bytes, args)
-        for io in args.io
-        for workers in args.workers
-    ]
+    results = [run_variant(workers, requests, reply_bytes, args) for workers in args.workers]
     print(
         f"{header('load_bench', started, argv)}\n"
         f"machine: {json.dumps(machine())}\n"

@@ -20,10 +20,10 @@ Variants: `bare` is the limit of this stack, a plain grpcio server answering a n
 Check) on the same machine (benchmarks.bench_server --bare), capacity only and once per run;
 `before` is the server of another revision (default ad316a8, the commit this work
 started from), run from a temporary git worktree of it (`git worktree add --detach`, removed at
-the end) with its own generated code; `sync` and `asyncio` are this tree's server with `--io`.
+the end) with its own generated code; `sync` is this tree's server (grpc's thread pool).
 A variant may add settings of `basra-rules serve` after slashes (`sync/admission-limit=32`);
 `/threads=N` (the sync server's threads) and `/switch=S` (the workers' GIL switch interval,
-seconds) run benchmarks.bench_server instead: the service's own server builders with that
+seconds) run benchmarks.bench_server instead: the service's own server builder with that
 one constant changed.
 
 Callers (--callers): `once` (the default) makes one attempt per offered call; `retry` loads
@@ -78,6 +78,7 @@ from benchmarks.servers import (
 from testkit.actions import action_to_proto, play_match
 
 BEFORE_REV = "ad316a8"
+VARIANT_NAMES = ("bare", "before", "sync")
 BARE = "bare"
 SERVICE_CONFIG = ROOT / "deploy" / "grpc-service-config.json"
 RPCS = ("NewMatch", "Apply", "LegalMoves", "PlayerView", "Replay", "SuggestMove")
@@ -475,16 +476,15 @@ def run_phase(
 
 @contextlib.contextmanager
 def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]:
-    """The server a variant names: `before`, `sync` or `asyncio`, then `/flag=value` settings
-    of `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the sync server's
-    thread count, through benchmarks.bench_server (the service's own builders); `bare`, the
-    plain grpcio server."""
+    """The server a variant names: `before` or `sync`, then `/flag=value` settings of
+    `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the server's thread
+    count, through benchmarks.bench_server (the service's own builder); `bare`, the plain
+    grpcio server."""
     if variant == BARE:
         with bare_server() as bare:
             yield bare
         return
-    name, *settings = variant.split("/")
-    io = "sync" if name == "before" else name
+    _, *settings = variant.split("/")
     flags: list[str] = []
     knobs: list[str] = []
     threads = 0
@@ -498,7 +498,6 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
             flags += [f"--{key}", value]
     if threads or knobs:
         running = bench_server(
-            io,
             workers,
             0,
             "warning",
@@ -507,7 +506,7 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
             flags=[*flags, *knobs],
         )
     else:
-        running = served(io, workers, "warning", metrics=True, flags=flags, tree=tree)
+        running = served(workers, "warning", metrics=True, flags=flags, tree=tree)
     with running as server:
         yield server
 
@@ -701,6 +700,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before", default=BEFORE_REV, help="revision of the 'before' variant")
     parser.add_argument("--json", type=Path, help="write every phase and the medians here")
     args = parser.parse_args(argv)
+    unknown = sorted({v.split("/")[0] for v in args.variants} - set(VARIANT_NAMES))
+    if unknown:
+        parser.error(f"unknown variants {', '.join(unknown)}: each is one of {VARIANT_NAMES}")
     args.factors = [2.0, 4.0] if args.factors is None else args.factors
     started = now()
     print(header("overload", started, argv), flush=True)

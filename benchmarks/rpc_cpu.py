@@ -50,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--io", default="sync")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every call count")
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     counts["Noop"] = counts["Apply"]
     started = now()
     rounds: list[dict[str, dict[str, float]]] = []
-    with bench_server(args.io, args.workers, reply_bytes, "warning") as server:
+    with bench_server(args.workers, reply_bytes, "warning") as server:
         for rpc, body in bodies.items():  # warm-up: imports, memos, connections
             measure(server, rpc, body, calls=counts[rpc] // 5, concurrency=4,
                     connections=args.connections, path=_path(rpc))  # fmt: skip
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{header('rpc_cpu', started, argv)}\n"
         f"machine: {json.dumps(machine())}\n"
-        f"server: bench_server --io {args.io} --workers {args.workers} --log-level warning; "
+        f"server: bench_server --workers {args.workers} --log-level warning; "
         f"{args.concurrency} in flight over max({args.connections}, workers) connections; "
         f"medians of {args.rounds} rounds"
     )

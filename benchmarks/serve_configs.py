@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = now()
     runs: dict[tuple[int, str], list[Measure]] = {c: [] for c in configs}
     with ExitStack() as stack:
-        servers = {c: stack.enter_context(served("sync", c[0], c[1])) for c in configs}
+        servers = {c: stack.enter_context(served(c[0], c[1])) for c in configs}
 
         def one(config: tuple[int, str], calls: int) -> Measure:
             return measure(

@@ -82,7 +82,6 @@ class Server:
 
 @contextmanager
 def bench_server(
-    io: str,
     workers: int,
     reply_bytes: int,
     log_level: str,
@@ -94,7 +93,7 @@ def bench_server(
     """Run benchmarks.bench_server until the block ends (with `metrics`, /metrics on a port
     held free until it binds it)."""
     options = ["--reply-bytes", str(reply_bytes), "--sync-threads", str(sync_threads)]
-    options += ["--workers", str(workers), "--io", io, "--log-level", log_level, *flags]
+    options += ["--workers", str(workers), "--log-level", log_level, *flags]
     with contextlib.ExitStack() as holding:
         port = holding.enter_context(reserved_port()) if metrics else 0
         with _bench_server([*options, "--metrics-port", str(port)]) as server:
@@ -168,7 +167,6 @@ def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
 
 @contextmanager
 def served(
-    io: str,
     workers: int,
     log_level: str,
     metrics: bool = False,
@@ -179,7 +177,7 @@ def served(
 ) -> Iterator[Server]:
     """Run `basra-rules serve` itself (testkit's launcher) until the block ends; with `tree`,
     the server of that checkout (`python -m clients.cli` from it, its gen/ first on the path)."""
-    flags = ["--workers", str(workers), "--io", io, *flags]
+    flags = ["--workers", str(workers), *flags]
     program = None
     if tree is not None:
         program = [sys.executable, "-m", "clients.cli"]

@@ -12,29 +12,22 @@ The retry delay is the worker's running estimate of how long an admitted call st
 (from admission to answer: how soon the queue turns over), clamped and jittered so that the
 callers refused together do not come back together.
 
-Sync server (grpc's thread pool): grpc runs every interceptor in its one polling thread,
-before it hands the call to a thread pool, so the decision is made as the call arrives. The
-server's pool is a WorkPool that counts what it holds and times the wait before work starts.
-Through grpc's per-method `experimental_thread_pool`, a refusal runs in the polling thread
-itself (declared client-streaming, so grpc does not read the request first; it never waits),
-and health checks on a thread of their own: neither queues behind the work, so a busy worker
-answers its probes and a refused caller learns it at once.
-
-Asyncio server: handlers run inline on the event loop, so a call's first step is its
-admission, and admitted calls then take turns (an asyncio.Lock, first come first served):
-between two handlers the loop admits, refuses and answers health checks, instead of running
-every queued handler in one pass first.
+grpc runs every interceptor in its one polling thread, before it hands the call to the
+server's thread pool, so the decision is made as the call arrives. The pool is a WorkPool that
+counts what it holds and times the wait before work starts. Through grpc's per-method
+`experimental_thread_pool`, a refusal runs in the polling thread itself (declared
+client-streaming, so grpc does not read the request first; it never waits), and health checks
+on a thread of their own: neither queues behind the work, so a busy worker answers its probes
+and a refused caller learns it at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent import futures
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
@@ -137,7 +130,7 @@ class Admission:
 
 
 class WorkPool(futures.ThreadPoolExecutor):
-    """The sync server's thread pool: counts the calls it holds, times their wait for a thread,
+    """The server's thread pool: counts the calls it holds, times their wait for a thread,
     and counts the RulesService calls grpc ends before their handler runs (caller gone)."""
 
     def __init__(
@@ -254,7 +247,7 @@ def lane(name: str, threads: int) -> futures.ThreadPoolExecutor:
 
 
 def _on_lane(behaviour: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Any:
-    """`behaviour` run on `pool` by grpc's sync server (its per-method thread pool hook)."""
+    """`behaviour` run on `pool` by grpc's server (its per-method thread pool hook)."""
 
     def run(request: Any, context: Context) -> Any:
         return behaviour(request, context)
@@ -308,7 +301,7 @@ class _Shedding:
 
 
 class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Sync server: refuse past the bound as calls arrive; probes and refusals on their lanes.
+    """Refuse past the bound as calls arrive; probes and refusals on their lanes.
 
     It must be the first (outermost) interceptor: a refused call meets no other.
     """
@@ -405,103 +398,3 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     def stop(self) -> None:
         """Stop the lanes' threads (after the server stopped)."""
         self.probe_lane.shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(slots=True)
-class _Call:
-    """An admitted asyncio call: when it was admitted, whether its turn came."""
-
-    admitted: float
-    started: bool = False
-
-
-# The admitted call of the current asyncio task (grpc runs interceptors and handler in one).
-_CALL: ContextVar[_Call] = ContextVar("basra_admitted_call")
-
-
-class AsyncAdmissionInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Asyncio server: refuse past the bound at a call's first step; admitted calls take turns.
-
-    It must be the first (outermost) interceptor: a refused call meets no other.
-    """
-
-    def __init__(
-        self,
-        admission: Admission,
-        tally: Tally | None,
-        logger: Logger,
-        observe_wait: Callable[[float], None],
-    ) -> None:
-        self.admission = admission
-        self._shedding = _Shedding(admission, tally, logger)
-        self._observe_wait = observe_wait
-        self.turn = asyncio.Lock()
-        """Held by the admitted call whose handler runs (tests hold it to fill the queue)."""
-        self._refusers: dict[str, Handler] = {}
-        self._queued: dict[str, tuple[Handler, Handler]] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Handler]],
-        handler_call_details: Any,
-    ) -> Handler:
-        """Refuse a RulesService call past the bound; queue the others for their turn."""
-        method = handler_call_details.method
-        if not method.startswith(RULES_PREFIX):
-            return await continuation(handler_call_details)
-        admission = self.admission
-        if admission.full():
-            refuser = self._refusers.get(method)
-            if refuser is None:
-                handler = await continuation(handler_call_details)
-                if handler is None:
-                    return None
-                self._refusers[method] = refuser = self._refuser(method, handler)
-            return refuser
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        known = self._queued.get(method)
-        if known is None or known[0] is not handler:
-            known = (handler, self._taking_turns(handler))
-            self._queued[method] = known
-        # Held until the call's task ends, however it ends (even before its handler runs).
-        call = _Call(perf_counter())
-        _CALL.set(call)
-        admission.enter()
-        task = asyncio.current_task()
-        if task is None:  # not run by grpc's server: nothing to release the call at its end
-            admission.leave(0.0)
-        else:
-            task.add_done_callback(lambda _: self._done(method, call))
-        return known[1]
-
-    def _done(self, method: str, call: _Call) -> None:
-        if not call.started:  # its caller went away before its turn came: no work was done
-            self._shedding.gone(method)
-        self.admission.leave(perf_counter() - call.admitted)
-
-    def _taking_turns(self, handler: Handler) -> Handler:
-        inner = handler.unary_unary
-        turn, observe_wait = self.turn, self._observe_wait
-
-        async def queued(request: Any, context: Context) -> Any:
-            async with turn:
-                call = _CALL.get(None)
-                if call is not None:
-                    call.started = True
-                    observe_wait(perf_counter() - call.admitted)
-                return await inner(request, context)
-
-        return _unary(handler, queued)
-
-    def _refuser(self, method: str, handler: Handler) -> Handler:
-        shedding = self._shedding
-
-        async def refuse(requests: Any, context: Context) -> None:
-            shedding.count(method)
-            status = shedding.admission.overloaded().status()
-            await context.abort(status.code, status.details, status.trailing_metadata)
-
-        # Client-streaming: grpc hands it the call without reading the request first.
-        return grpc.stream_unary_rpc_method_handler(refuse, None, handler.response_serializer)

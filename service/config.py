@@ -20,7 +20,6 @@ import engine
 from engine.bot import Level
 from service.logs import LOG_FORMATS, LOG_LEVELS
 
-IO_MODES = ("sync", "asyncio")
 BOT_LEVELS = tuple(level.lower() for level in Level)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -213,11 +212,6 @@ class Config:
         Integer(1, 10_000),
         "most requests one BatchApply call may carry; more is refused whole (RESOURCE_EXHAUSTED, "
         "TOO_MANY_ITEMS)",
-    )
-    io: str = setting(
-        "sync",
-        Choice(IO_MODES),
-        "which grpc server runs the calls (beyond the contract)",
     )
     signing_keys: str | None = setting(
         None,

@@ -1,7 +1,7 @@
-"""The RPCs as plain request -> response functions, shared by the sync and asyncio servicers.
+"""The RPCs as plain request -> response functions, called by the servicer and by tests.
 
 Every function either returns its response or raises errors.Refusal; nothing here knows about
-gRPC contexts, so both servicers (and tests) call exactly the same code.
+gRPC contexts, so the servicer (and tests) call exactly the same code.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Server interceptors that count, time and log every call (sync and asyncio flavours).
+"""The server interceptor that counts, times and logs every call.
 
-Both flavours feed one CallObserver, which updates the standard grpc_server_* series and the
+It feeds a CallObserver, which updates the standard grpc_server_* series and the
 refusal counter (through the process's metrics Tally) and writes one log line per call. Calls
 of RulesService are logged at info; health checks and reflection at debug, so probes do not
 drown the log. Each method's wrapped handler and observer are built on its first call and
@@ -9,9 +9,8 @@ reused, so a call pays only for what it observes.
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple, dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from basra.v1 import rules_pb2 as pb
 
 from service import errors
 from service.batch import BatchAnswer
-from service.grace import Grace, expired, seen_by_client
+from service.grace import Grace, seen_by_client
 from service.handlers import Answer
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
@@ -238,32 +237,22 @@ class _Wrapped:
         return wrapped
 
 
-class _Observing:
-    """What both servers' interceptors share: the observer, and each method's wrapped handler."""
+class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """The interceptor feeding a CallObserver; each method's wrapped handler is built once."""
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
         self._wrapped = _Wrapped()
 
-    def _observing(self, handler: Handler, handler_call_details: Any) -> Handler:
-        """The method's handler wrapped (once per method) so that its outcome is observed."""
-        if handler is None:
-            return None
-        method = handler_call_details.method
-        return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
-
-    def _observed(self, method: str, handler: Handler) -> Handler:
-        raise NotImplementedError
-
-
-class ObservingInterceptor(_Observing, grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Sync-server interceptor feeding a CallObserver."""
-
     def intercept_service(
         self, continuation: Callable[[Any], Handler], handler_call_details: Any
     ) -> Handler:
         """Wrap the method's behaviour so that its outcome is observed."""
-        return self._observing(continuation(handler_call_details), handler_call_details)
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
 
     def _observed(self, method: str, handler: Handler) -> Handler:
         observer = self._observer.method(call_kind(method, handler))
@@ -324,55 +313,3 @@ def _non_blocking(inner: Callable[..., Any], observer: MethodObserver, grace: Gr
     watched.experimental_non_blocking = True  # type: ignore[attr-defined]
     watched.experimental_thread_pool = getattr(inner, "experimental_thread_pool", None)  # type: ignore[attr-defined]
     return watched
-
-
-class AsyncObservingInterceptor(_Observing, grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Asyncio-server interceptor feeding a CallObserver."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Handler]],
-        handler_call_details: Any,
-    ) -> Handler:
-        """Wrap the method's behaviour so that its outcome is observed."""
-        return self._observing(await continuation(handler_call_details), handler_call_details)
-
-    def _observed(self, method: str, handler: Handler) -> Handler:
-        observer = self._observer.method(call_kind(method, handler))
-        grace = self._observer.grace
-        inner = _behaviour(handler)
-        if inspect.isasyncgenfunction(inner):
-
-            async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
-                start = observer.started()
-                failed = True
-                try:
-                    async for item in inner(request, context):
-                        yield item
-                    failed = False
-                finally:
-                    code = _stream_code(context, failed, context.cancelled())
-                    observer.finished(start, context, code)
-
-            return _rebuild(handler, stream)
-
-        streaming = handler.response_streaming
-
-        # Unary methods, and streaming ones written with context.write (health Watch).
-        async def single(request: Any, context: Context) -> Any:
-            start = observer.started()
-            response, failed = None, True
-            try:
-                response = await inner(request, context)
-                failed = False
-                return response
-            finally:
-                cancelled = context.cancelled()
-                if cancelled or expired(context):  # its client saw that, not the answer
-                    code = seen_by_client(context, grace)
-                else:
-                    code = _stream_code(context, failed, cancelled)
-                exchange = (None, None) if streaming else (request, response)
-                observer.finished(start, context, code, exchange)
-
-        return _rebuild(handler, single)

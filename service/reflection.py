@@ -11,7 +11,7 @@ copied in from the protocol's .proto.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import grpc
@@ -173,26 +173,16 @@ class Reflection:
     def stream(
         self, requests: Iterator[pb.ServerReflectionRequest], context: Any
     ) -> Iterator[pb.ServerReflectionResponse]:
-        """The ServerReflectionInfo stream of a thread-pool server: one answer per request."""
+        """The ServerReflectionInfo stream: one answer per request."""
         for request in requests:
             yield self.answer(request)
 
-    async def stream_async(
-        self, requests: AsyncIterator[pb.ServerReflectionRequest], context: Any
-    ) -> AsyncIterator[pb.ServerReflectionResponse]:
-        """The ServerReflectionInfo stream of an asyncio server."""
-        async for request in requests:
-            yield self.answer(request)
 
-
-def add_to_server(server: grpc.Server | grpc.aio.Server, service_names: Iterable[str]) -> None:
+def add_to_server(server: grpc.Server, service_names: Iterable[str]) -> None:
     """Serve reflection v1 and v1alpha on `server`, listing `service_names` and themselves."""
     reflection = Reflection([*service_names, *SERVICE_NAMES])
-    behaviour: Any = (
-        reflection.stream_async if isinstance(server, grpc.aio.Server) else reflection.stream
-    )
     handler = grpc.stream_stream_rpc_method_handler(
-        behaviour,
+        reflection.stream,
         request_deserializer=pb.ServerReflectionRequest.FromString,
         response_serializer=pb.ServerReflectionResponse.SerializeToString,
     )

@@ -1,4 +1,4 @@
-"""Building one gRPC server (sync or asyncio): RulesService, health, reflection, options.
+"""Building the gRPC server (grpc's thread-pool server): RulesService, health, reflection, options.
 
 A server starts NOT_SERVING, turns SERVING once started, and on shutdown turns NOT_SERVING for
 every service before it stops accepting calls and lets in-flight calls finish within the grace.
@@ -13,18 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import _async as health_aio  # the module health.aio re-exports
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from service import batch, reflection
-from service.admission import Admission, AdmissionInterceptor, AsyncAdmissionInterceptor
+from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
 from service.deadlines import SearchClock
 from service.grace import Grace
 from service.handlers import Handlers, Limits
-from service.interceptors import AsyncObservingInterceptor, CallObserver, ObservingInterceptor
+from service.interceptors import CallObserver, ObservingInterceptor
 from service.metrics import Tally
-from service.servicer import SERVICE_NAME, AsyncRulesServicer, RulesServicer, add_to_server
+from service.servicer import SERVICE_NAME, RulesServicer, add_to_server
 from service.signing import load_keys
 from service.tls import server_credentials, tls_files
 
@@ -236,55 +235,3 @@ def build_sync(
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
     return SyncServer(server, health_servicer, bound, executor, observer.grace, admitting)
-
-
-@dataclass(frozen=True, slots=True)
-class AsyncServer:
-    """A built asyncio server, its health servicer, its bound port and its grace."""
-
-    server: grpc.aio.Server
-    health: health_aio.HealthServicer
-    port: int
-    grace: Grace
-    admission: AsyncAdmissionInterceptor
-
-    async def start(self) -> None:
-        """Start serving and report SERVING."""
-        await self.server.start()
-        for name in HEALTH_NAMES:
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-
-    async def stop(self, grace: float) -> None:
-        """Report NOT_SERVING for every service, then stop, letting calls finish within grace."""
-        await self.health.enter_graceful_shutdown()
-        self.grace.begin(grace)
-        await self.server.stop(grace)
-
-
-async def build_async(
-    config: Config,
-    observer: CallObserver,
-    port: int | None = None,
-    handlers: Handlers | None = None,
-) -> AsyncServer:
-    """Build (not start) an asyncio server; call it inside the event loop that will run it."""
-    interceptors: list[Any] = [AsyncObservingInterceptor(observer)]
-    if observer.tracing is not None:
-        interceptors.insert(0, observer.tracing.aio_interceptor())
-    admission = admission_of(config, observer.metrics)
-    observe_wait = observer.metrics.observe_wait if observer.metrics else _no_wait_observation
-    admitting = AsyncAdmissionInterceptor(
-        admission, observer.metrics, observer.logger, observe_wait
-    )
-    interceptors.insert(0, admitting)
-    server = grpc.aio.server(interceptors=interceptors, options=grpc_options(config))
-    handlers = handlers or make_handlers(config, observer.metrics)
-    add_to_server(AsyncRulesServicer(handlers), server, config.max_message_bytes)
-    health_servicer = health_aio.HealthServicer()
-    for name in HEALTH_NAMES:
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if config.reflection:
-        reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
-    bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return AsyncServer(server, health_servicer, bound, observer.grace, admitting)

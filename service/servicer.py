@@ -1,7 +1,7 @@
 # ruff: noqa: N802 (method names are the RPC names that grpc looks up)
-"""The RulesService servicers (sync and asyncio) and their registration on a server.
+"""The RulesService servicer and its registration on a server.
 
-Both servicers call the same handlers; they differ only in how a refusal ends the call.
+The servicer calls the handlers (which know no gRPC) and ends a refused call with its status.
 Registration reads request bodies with a reader that never raises, because grpc would answer
 an unreadable body with INTERNAL; the servicer refuses it with INVALID_ARGUMENT instead. The
 handlers answer with the encoded response, so the response serializer is the identity, or
@@ -155,60 +155,14 @@ def _answer(
         raise  # abort_with_status always raises; this line only tells type checkers so
 
 
-class AsyncRulesServicer(rules_pb2_grpc.RulesServiceServicer):
-    """Servicer for grpc's asyncio server; handlers are fast and CPU-bound, so run inline."""
-
-    def __init__(self, handlers: Handlers) -> None:
-        self._handlers = handlers
-
-    async def NewMatch(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        """Start a match."""
-        return await _answer_async(self._handlers.new_match, request, context)
-
-    async def Apply(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        """Apply one action."""
-        return await _answer_async(self._handlers.apply, request, context)
-
-    async def LegalMoves(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        """List the legal moves."""
-        return await _answer_async(self._handlers.legal_moves, request, context)
-
-    async def PlayerView(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        """Return one seat's view."""
-        return await _answer_async(self._handlers.player_view, request, context)
-
-    async def Replay(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        """Replay a match."""
-        return await _answer_async(self._handlers.replay, request, context)
-
-    async def SuggestMove(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        """Suggest a move for the seat to move."""
-        left = context.time_remaining()
-        search = partial(self._handlers.suggest_move, seconds_left=left)
-        return await _answer_async(search, request, context)
-
-
-async def _answer_async(
-    handler: Callable[[Req], Resp],
-    request: Req | Unreadable,
-    context: grpc.aio.ServicerContext[Any, Any],
-) -> Resp:
-    try:
-        return respond(handler, request, context.time_remaining())
-    except Refusal as refusal:
-        status = refusal.status()
-        await context.abort(status.code, status.details, status.trailing_metadata)
-        raise
-
-
 def add_to_server(
-    servicer: RulesServicer | AsyncRulesServicer,
+    servicer: RulesServicer,
     server: Any,
     max_request_bytes: int | None = None,
     more: Mapping[str, grpc.RpcMethodHandler[Any, Any]] | None = None,
 ) -> None:
-    """Register a servicer on a sync or asyncio server, with never-raising request readers,
-    and `more` method handlers of the same service (BatchApply, on the sync server).
+    """Register a servicer on a server, with never-raising request readers, and `more` method
+    handlers of the same service (BatchApply).
 
     Requests larger than `max_request_bytes` are refused with REQUEST_TOO_LARGE.
     """

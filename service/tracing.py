@@ -34,7 +34,7 @@ from typing import Any
 
 import grpc
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.instrumentation.grpc import aio_server_interceptor, server_interceptor
+from opentelemetry.instrumentation.grpc import server_interceptor
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
@@ -105,11 +105,11 @@ class _SpanWithoutExceptions:
 class _Tracer(Tracer):
     """The provider's tracer, except that spans record no exception events.
 
-    grpc ends a refused call by raising (abort_with_status on the sync server, abort on
-    asyncio), and the instrumentation records every such exception on the span: a stack
-    trace whose chained exceptions hold the refusal's sentence, and for an unexpected error
-    its message, either of which may name a card. The span already carries the code and the
-    reason, so the exception adds nothing a reader needs.
+    grpc ends a refused call by raising (abort_with_status), and the instrumentation records
+    every such exception on the span: a stack trace whose chained exceptions hold the
+    refusal's sentence, and for an unexpected error its message, either of which may name a
+    card. The span already carries the code and the reason, so the exception adds nothing a
+    reader needs.
     """
 
     def __init__(self, tracer: Tracer) -> None:
@@ -192,12 +192,8 @@ class Tracing:
         return tracing
 
     def interceptor(self) -> Any:
-        """The instrumentation's interceptor for a sync server (RulesService calls only)."""
+        """The instrumentation's server interceptor (RulesService calls only)."""
         return server_interceptor(tracer_provider=self._instrumented, filter_=_traced)  # type: ignore[no-untyped-call]
-
-    def aio_interceptor(self) -> Any:
-        """The instrumentation's interceptor for an asyncio server (RulesService calls only)."""
-        return aio_server_interceptor(tracer_provider=self._instrumented, filter_=_traced)  # type: ignore[no-untyped-call]
 
     def annotating(self, log: Log | None) -> Log:
         """Wrap a method's log call: the call's span gets the line's facts, the line the span's ids.

@@ -10,7 +10,6 @@ SIGTERM forwards it to every worker and waits for them to drain.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import multiprocessing
@@ -93,19 +92,14 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     gc.collect()
     gc.freeze()
     try:
-        if config.io == "asyncio":
-            asyncio.run(_serve_async(config, observer, port, ready, logger))
-        else:
-            _serve_sync(config, observer, port, ready, logger)
+        _serve(config, observer, port, ready, logger)
     finally:
         stop_flushing()  # the calls counted since the last flush, SIGTERM's drain included
         if tracing is not None and not tracing.stop():  # the spans of the drained calls too
             logger.warning("tracing", message="spans still queued at exit were dropped")
 
 
-def _serve_sync(
-    config: Config, observer: Any, port: int, ready: Connection, logger: Logger
-) -> None:
+def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: Logger) -> None:
     from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_sync
 
     stop = threading.Event()
@@ -123,33 +117,6 @@ def _serve_sync(
     server.stop(
         config.grace_seconds, HANDLERS_SECONDS_TRACED if config.tracing else HANDLERS_SECONDS
     )
-    logger.info("worker stopped")
-
-
-async def _serve_async(
-    config: Config, observer: Any, port: int, ready: Connection, logger: Logger
-) -> None:
-    from service.server import build_async
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    server = await build_async(config, observer, port)
-    await server.start()
-    ready.send(server.port)
-    ready.close()
-    parent = os.getppid()
-    while True:
-        try:
-            await asyncio.wait_for(stop.wait(), POLL_SECONDS)
-            break
-        except TimeoutError:
-            if os.getppid() != parent:
-                logger.warning("parent gone, stopping")
-                break
-    logger.info("worker stopping", grace_seconds=config.grace_seconds)
-    await server.stop(config.grace_seconds)
     logger.info("worker stopped")
 
 
@@ -259,7 +226,6 @@ def supervise(config: Config, logger: Logger) -> int:
             metrics_port=metrics_port,
             workers=len(workers),
             pids=[w.process.pid for w in workers.values()],
-            io=config.io,
         )
         _watch(workers, config, port=port, directory=directory, stopping=stopping, logger=logger)
         _drain(workers, config, logger)

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from service.servicer import AsyncRulesServicer, RulesServicer, add_to_server
+from service.servicer import RulesServicer, add_to_server
 
 
 class _Recorder:
@@ -32,7 +32,7 @@ class _Recorder:
 
 
 def method_handlers(
-    servicer: RulesServicer | AsyncRulesServicer, max_request_bytes: int | None = None
+    servicer: RulesServicer, max_request_bytes: int | None = None
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """Each RPC's handler as add_to_server registers it, by method name ("Apply", ...)."""
     recorder = _Recorder()

@@ -42,7 +42,6 @@ ELSEWHERE = {
     "tls_key": "tls.enabled",
     "tls_client_ca": "tls.clientCA.enabled",
     "tracing": "tracing.enabled",
-    "io": "not set: beyond the configuration contract",
 }
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the service tests: the service reached three ways, and a served process."""
+"""Fixtures of the service tests: the service reached two ways, and a served process."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ from tests.service.service_support import (
     InProcess,
     channel_caller,
     grpc_testing_caller,
-    start_async,
     start_sync,
 )
 
-TRANSPORTS = ("grpc_testing", "sync_server", "asyncio_server")
+TRANSPORTS = ("grpc_testing", "sync_server")
 
 MakeCaller = Callable[[Config], Caller]
 
@@ -32,7 +31,7 @@ def _servers() -> Iterator[Callable[[Config, str], Caller]]:
         if transport == "grpc_testing":
             handlers = make_handlers(config, None)
             return grpc_testing_caller(handlers)
-        server = start_sync(config) if transport == "sync_server" else start_async(config)
+        server = start_sync(config)
         running.append(server)
         return channel_caller(server.channel)
 
@@ -45,7 +44,7 @@ def _servers() -> Iterator[Callable[[Config, str], Caller]]:
 
 @pytest.fixture(scope="module", params=TRANSPORTS)
 def transport(request: pytest.FixtureRequest) -> str:
-    """Which way the service is reached: grpc_testing, a sync server or an asyncio server."""
+    """Which way the service is reached: grpc_testing or a real server."""
     return str(request.param)
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -30,7 +28,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
-from service.server import AsyncServer, SyncServer, build_async, build_sync
+from service.server import SyncServer, build_sync
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
 from testkit.harness import ServedProcess
 
@@ -105,8 +103,8 @@ class InProcess:
     tally: Tally
     log: io.StringIO
     stop: Callable[[float], None]
-    built: Any = None
-    """The sync server's SyncServer (its health servicer, its admission); None for asyncio."""
+    built: SyncServer
+    """The built server (its health servicer, its admission)."""
     channel: grpc.Channel = field(init=False)
 
     def __post_init__(self) -> None:
@@ -136,32 +134,6 @@ def start_sync(
     server: SyncServer = build_sync(_replace_host(config), observer, 0, handlers)
     server.start()
     return InProcess(server.port, registry, tally, log, server.stop, server)
-
-
-def start_async(
-    config: Config, handlers: Handlers | None = None, tracing: Tracing | None = None
-) -> InProcess:
-    """Start an asyncio server on 127.0.0.1 and a free port, in its own event-loop thread."""
-    registry, log = CollectorRegistry(), io.StringIO()
-    tally = Tally(Metrics.create(registry))
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def build() -> AsyncServer:
-        observer = _observer(tally, log, tracing)
-        server = await build_async(_replace_host(config), observer, 0, handlers)
-        await server.start()
-        return server
-
-    server = asyncio.run_coroutine_threadsafe(build(), loop).result(10)
-
-    def stop(grace: float) -> None:
-        asyncio.run_coroutine_threadsafe(server.stop(grace), loop).result(10 + grace)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-
-    return InProcess(server.port, registry, tally, log, stop)
 
 
 def _replace_host(config: Config) -> Config:

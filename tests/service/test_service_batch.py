@@ -21,7 +21,7 @@ from service import batch
 from service.config import Config
 from service.handlers import Handlers
 from service.server import make_handlers
-from tests.service.service_support import InProcess, start_async, start_sync
+from tests.service.service_support import InProcess, start_sync
 
 KEYS = "k1:" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
 ITEM_BYTES = 4096
@@ -330,16 +330,6 @@ def test_the_batch_answer_is_a_typed_batch_apply_response(
     info = error_details_pb2.ErrorInfo()
     assert rich.details[0].Unpack(info) and info.reason == "SEQ_MISMATCH"
     assert json.loads(json.dumps(dict(info.metadata)))["expectedSeq"]
-
-
-def test_the_asyncio_server_does_not_serve_batches(samples: list[bytes]) -> None:
-    """BatchApply is the sync server's: the asyncio server answers UNIMPLEMENTED, not a guess."""
-    server = start_async(CONFIG)
-    try:
-        error = _one_result(server, [samples[0]])
-    finally:
-        server.close()
-    assert error.code() is grpc.StatusCode.UNIMPLEMENTED
 
 
 def test_answers_past_the_call_size_refuse_the_items_from_there_on(samples: list[bytes]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -20,19 +20,16 @@ from tests.service.service_support import (
     InProcess,
     channel_caller,
     grpc_testing_caller,
-    start_async,
     start_sync,
 )
 
 SEED = b"operations"
-Start = Callable[..., InProcess]
-STARTS = {"sync": start_sync, "asyncio": start_async}
 
 
-@pytest.fixture(scope="module", params=sorted(STARTS))
-def server(request: pytest.FixtureRequest) -> Iterator[InProcess]:
-    """A real in-process server of each flavour with the default configuration."""
-    running = STARTS[request.param](Config())
+@pytest.fixture(scope="module")
+def server() -> Iterator[InProcess]:
+    """A real in-process server with the default configuration."""
+    running = start_sync(Config())
     yield running
     running.close()
 
@@ -71,10 +68,9 @@ def test_reflection_lists_the_service_and_serves_its_descriptor(server: InProces
     assert any(b"basra/v1/rules.proto" in f for f in files)
 
 
-@pytest.mark.parametrize("start", [start_sync, start_async], ids=["sync", "asyncio"])
-def test_reflection_can_be_switched_off(start: Start) -> None:
+def test_reflection_can_be_switched_off() -> None:
     """With reflection off, the reflection service is not there."""
-    off = start(Config(reflection=False))
+    off = start_sync(Config(reflection=False))
     try:
         with pytest.raises(grpc.RpcError) as raised:
             _reflect(off.channel, reflection_pb2.ServerReflectionRequest(list_services=""))
@@ -101,13 +97,12 @@ def _boom(seconds: float) -> None:
     raise RuntimeError("a bug")
 
 
-@pytest.mark.parametrize("start", [start_sync, start_async], ids=["sync", "asyncio"])
-def test_an_unexpected_exception_becomes_a_clean_refusal(start: Start) -> None:
+def test_an_unexpected_exception_becomes_a_clean_refusal() -> None:
     """A failure nobody anticipated is INVALID_ARGUMENT, UNPROCESSABLE: never UNKNOWN/INTERNAL."""
     broken = Handlers(observe_plan_seconds=_boom)
     request = pb.NewMatchRequest(seed=SEED)
     in_process = grpc_testing_caller(broken)("NewMatch", request)
-    running = start(Config(), broken)
+    running = start_sync(Config(), broken)
     try:
         over_network = channel_caller(running.channel)("NewMatch", request)
     finally:
@@ -206,10 +201,9 @@ def test_metrics_count_calls_plans_and_refusals(sync_server: InProcess) -> None:
     assert _sample(sync_server, bucket, le="+Inf") == 8
 
 
-@pytest.mark.parametrize("start", [start_sync, start_async], ids=["sync", "asyncio"])
-def test_stop_reports_not_serving_before_the_server_goes(start: Start) -> None:
+def test_stop_reports_not_serving_before_the_server_goes() -> None:
     """On stop, a health watcher sees NOT_SERVING while the server still answers it."""
-    running = start(Config())
+    running = start_sync(Config())
     stub = health_pb2_grpc.HealthStub(running.channel)
     watch = stub.Watch(health_pb2.HealthCheckRequest(service="basra.v1.RulesService"), timeout=20)
     seen = [next(watch).status]

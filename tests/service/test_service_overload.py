@@ -2,13 +2,11 @@
 and the published retry policy against a server that sheds.
 
 Each server here runs in this process with Apply calls that wait at a gate the test opens, so
-a server is saturated exactly when the test says (never by timing): the sync server with all
-its threads held, the asyncio server with the handlers' turn held.
+a server is saturated exactly when the test says (never by timing): with all its threads held.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import threading
@@ -36,7 +34,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
-from service.server import SYNC_THREADS, build_async, build_sync, grpc_options, make_handlers
+from service.server import SYNC_THREADS, build_sync, grpc_options, make_handlers
 from service.servicer import respond
 from testkit.actions import action_to_proto
 
@@ -99,7 +97,6 @@ class Running:
     registry: CollectorRegistry
     log: io.StringIO
     admission: Any
-    loop: asyncio.AbstractEventLoop | None = None
 
     def sample(self, name: str, **labels: str) -> float:
         """A metric's value now (what the worker would write at its next flush)."""
@@ -112,15 +109,9 @@ class Running:
         return self.sample("basra_refusals_total", grpc_method=method, reason=reason)
 
 
-@pytest.fixture(params=["sync", "asyncio"])
-def flavour(request: pytest.FixtureRequest) -> str:
-    """Which grpc server runs the calls."""
-    return str(request.param)
-
-
 @pytest.fixture
-def serve(flavour: str) -> Iterator[Callable[[Config], Running]]:
-    """Start in-process servers of `flavour` with gated Apply; stop them after the test."""
+def serve() -> Iterator[Callable[[Config], Running]]:
+    """Start in-process servers with gated Apply; stop them after the test."""
     stops: list[Callable[[], None]] = []
 
     def start(config: Config) -> Running:
@@ -130,35 +121,15 @@ def serve(flavour: str) -> Iterator[Callable[[Config], Running]]:
         observer = CallObserver(tally, make_logger("debug", "json", log))
         gate = Gate(make_handlers(config, tally))
         handlers: Any = gate
-        if flavour == "sync":
-            server = build_sync(config, observer, 0, handlers)
-            server.start()
+        server = build_sync(config, observer, 0, handlers)
+        server.start()
 
-            def stop() -> None:
-                gate.opened.set()
-                server.stop(0)
-
-            stops.append(stop)
-            return Running(f"127.0.0.1:{server.port}", gate, tally, registry, log, server.admission)
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, daemon=True)
-        thread.start()
-
-        async def build() -> Any:
-            built = await build_async(config, observer, 0, handlers)
-            await built.start()
-            return built
-
-        built = asyncio.run_coroutine_threadsafe(build(), loop).result(WAIT)
-
-        def stop_async() -> None:
+        def stop() -> None:
             gate.opened.set()
-            asyncio.run_coroutine_threadsafe(built.stop(0), loop).result(WAIT)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(WAIT)
+            server.stop(0)
 
-        stops.append(stop_async)
-        return Running(f"127.0.0.1:{built.port}", gate, tally, registry, log, built.admission, loop)
+        stops.append(stop)
+        return Running(f"127.0.0.1:{server.port}", gate, tally, registry, log, server.admission)
 
     yield start
     for stop in stops:
@@ -166,18 +137,11 @@ def serve(flavour: str) -> Iterator[Callable[[Config], Running]]:
 
 
 def _hold(server: Running, channel: grpc.Channel, calls: int) -> list[grpc.Future[Any]]:
-    """Send `calls` Apply calls and return once the server holds them all (busy or queued).
-
-    Sync: they hold the server's threads at the gate (queued past SYNC_THREADS). Asyncio: the
-    test holds the handlers' turn, so they wait for it, admitted.
-    """
+    """Send `calls` Apply calls and return once the server holds them all: they hold the
+    server's threads at the gate (queued past SYNC_THREADS)."""
     apply = _rpc(channel, APPLY)
-    if server.loop is not None:
-        turn = server.admission.turn
-        asyncio.run_coroutine_threadsafe(turn.acquire(), server.loop).result(WAIT)
     sent = [apply.future(_apply_request(), timeout=WAIT) for _ in range(calls)]
-    if server.loop is None:
-        server.gate.wait_for(min(calls, SYNC_THREADS))
+    server.gate.wait_for(min(calls, SYNC_THREADS))
     _until(lambda: server.admission.admission.held == calls)
     return sent
 
@@ -185,8 +149,6 @@ def _hold(server: Running, channel: grpc.Channel, calls: int) -> list[grpc.Futur
 def _release(server: Running) -> None:
     """Let the held calls go on."""
     server.gate.opened.set()
-    if server.loop is not None:
-        server.loop.call_soon_threadsafe(server.admission.turn.release)
 
 
 def _until(condition: Callable[[], bool]) -> None:
@@ -237,8 +199,8 @@ def test_a_saturated_server_refuses_past_its_bound_with_overloaded_and_retry_inf
 def test_health_answers_while_every_worker_is_busy(
     serve: Callable[[Config], Running],
 ) -> None:
-    """With every work thread busy (sync) or the handlers' turn taken (asyncio) and calls
-    queued behind them, health Check still answers SERVING, for both names the probes ask."""
+    """With every work thread busy and calls queued behind them, health Check still answers
+    SERVING, for both names the probes ask."""
     server = serve(Config(admission_limit=SYNC_THREADS + 4))
     with grpc.insecure_channel(server.target) as channel:
         held = _hold(server, channel, SYNC_THREADS + 2)
@@ -379,7 +341,6 @@ def test_the_published_service_config_does_not_retry_what_would_be_refused_again
     assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert reason_of(error) == "BUDGET_TOO_LARGE"
     assert dict(error.trailing_metadata())[errors.PUSHBACK_KEY] == errors.NO_RETRY
-    # Counted as the call ends, which the asyncio server does just after the caller hears.
     _until(lambda: server.refusals("SuggestMove", "BUDGET_TOO_LARGE") >= 1)
     time.sleep(0.5)  # a retry would have come by now (the policy's first backoff is shorter)
     assert server.refusals("SuggestMove", "BUDGET_TOO_LARGE") == 1

@@ -4,8 +4,8 @@ ghz resolves `call` with one `file_containing_symbol` for the method's full name
 (`basra.v1.RulesService.Apply`); grpcurl asks `list` (list_services), `describe X`
 (file_containing_symbol of X: a service, method or message) and, for a call, the service;
 both then ask `file_by_filename` for any import the answer lacked. Every such question must be
-answered, identically over both protocols, by the thread-pool and the asyncio server; and
-grpcurl itself (a Go client nobody here wrote) must list, describe and call.
+answered, identically over both protocols, by the server; and grpcurl itself (a Go client
+nobody here wrote) must list, describe and call.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection_pb2 as pb
 
 from service.config import Config
 from testkit import reflection as reflect
-from tests.service.service_support import InProcess, start_async, start_sync
+from tests.service.service_support import InProcess, start_sync
 
 RULES_FILE = "basra/v1/rules.proto"
 HEALTH = "grpc.health.v1.Health"
@@ -32,13 +32,11 @@ V1ALPHA = "grpc.reflection.v1alpha.ServerReflection"
 GRPCURL = Path(sys.executable).parent / "grpcurl"
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 
-Start = Callable[[Config], InProcess]
 
-
-@pytest.fixture(scope="module", params=[start_sync, start_async], ids=["sync", "asyncio"])
-def server(request: pytest.FixtureRequest) -> Iterator[InProcess]:
+@pytest.fixture(scope="module")
+def server() -> Iterator[InProcess]:
     """A server with the default configuration (reflection on)."""
-    started = request.param(Config())
+    started = start_sync(Config())
     yield started
     started.close()
 
@@ -222,9 +220,8 @@ def test_one_stream_answers_each_request_in_order(server: InProcess) -> None:
     ]
 
 
-@pytest.mark.parametrize("start", [start_sync, start_async], ids=["sync", "asyncio"])
-def test_no_reflection_turns_both_protocols_off(start: Start) -> None:
-    off = start(Config(reflection=False))
+def test_no_reflection_turns_both_protocols_off() -> None:
+    off = start_sync(Config(reflection=False))
     try:
         for protocol in ("v1", "v1alpha"):
             with pytest.raises(grpc.RpcError) as raised:

@@ -1,4 +1,4 @@
-"""Every RPC, answered the same way through grpc_testing, a sync server and an asyncio server."""
+"""Every RPC, answered the same way through grpc_testing and a real server."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""SIGTERM with calls in flight, on both server flavours: what each client sees, and that the
-server's log and counts say the same.
+"""SIGTERM with calls in flight: what each client sees, and that the server's log and counts say
+the same.
 
 - Calls that reach a worker after its stop began (or wait in grpc's queue when it begins) are
   ended CANCELLED by grpc's core without reaching the service: no log line has them, and a
   client whose retry policy covers CANCELLED as well as UNAVAILABLE loses none of them.
-- A call still running when the grace ends is cut (its client sees UNAVAILABLE on the sync
-  server); its log line and its count say UNAVAILABLE too, and come before the worker's end.
+- A call still running when the grace ends is cut (its client sees UNAVAILABLE); its log line
+  and its count say UNAVAILABLE too, and come before the worker's end.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from prometheus_client import CollectorRegistry
@@ -30,7 +29,6 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from testkit import harness
 from testkit.harness import ServedProcess
 
-IOS = ["sync", "asyncio"]
 # The published service config, whose retry policy docs/service.md asks of clients
 # ("Shutdown"): UNAVAILABLE and CANCELLED among the codes retried.
 SERVICE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "grpc-service-config.json"
@@ -103,11 +101,10 @@ def logged_codes(server: ServedProcess) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("io", IOS)
-def test_calls_cancelled_at_sigterm_never_reached_the_service(io: str) -> None:
+def test_calls_cancelled_at_sigterm_never_reached_the_service() -> None:
     """Clients that do not retry see OK, or UNAVAILABLE/CANCELLED once the worker stops; the
     calls that failed have no log line (nothing ran), and the others' lines say OK."""
-    server = harness.start(["--workers", "1", "--io", io])
+    server = harness.start(["--workers", "1"])
     try:
         target = server.target
         burst = Burst(
@@ -131,17 +128,14 @@ def test_calls_cancelled_at_sigterm_never_reached_the_service(io: str) -> None:
     assert answered <= set(logged) and {logged[rid] for rid in answered} == {"OK"}
 
 
-@pytest.mark.parametrize("io", IOS)
-def test_a_client_retrying_unavailable_and_cancelled_loses_no_call_across_sigterm(
-    io: str,
-) -> None:
+def test_a_client_retrying_unavailable_and_cancelled_loses_no_call_across_sigterm() -> None:
     """Two servers behind one round_robin channel with the published service config: SIGTERM
     to one of them mid-burst, and every call is answered."""
     published = json.loads(SERVICE_CONFIG.read_text(encoding="utf-8"))
     retried = published["methodConfig"][0]["retryPolicy"]["retryableStatusCodes"]
     assert {"UNAVAILABLE", "CANCELLED"} <= set(retried)
-    first = harness.start(["--workers", "1", "--io", io])
-    second = harness.start(["--workers", "1", "--io", io])
+    first = harness.start(["--workers", "1"])
+    second = harness.start(["--workers", "1"])
     try:
         config = {**published, "loadBalancingConfig": [{"round_robin": {}}]}
         target = f"ipv4:{first.target},{second.target}"
@@ -184,12 +178,10 @@ def _long_call(stub: rules_pb2_grpc.RulesServiceStub) -> Any:
     return stub.SuggestMove.future(request, timeout=60, metadata=(("x-request-id", "long"),))
 
 
-def _wait_until_running(io: str, stub: rules_pb2_grpc.RulesServiceStub) -> dict[str, str]:
+def _wait_until_running(stub: rules_pb2_grpc.RulesServiceStub) -> dict[str, str]:
     """Probe with short calls until the long one surely runs; the probes' outcomes by id.
 
-    On the sync server, a probe answered on the same connection comes after the long call was
-    handed to a thread. On the asyncio server the long handler holds the event loop, so a
-    probe that runs out of time says it has started.
+    A probe answered on the same connection comes after the long call was handed to a thread.
     """
     outcomes: dict[str, str] = {}
     for n in range(200):
@@ -197,13 +189,13 @@ def _wait_until_running(io: str, stub: rules_pb2_grpc.RulesServiceStub) -> dict[
         try:
             stub.NewMatch(
                 pb.NewMatchRequest(seed=b"probe"),
-                timeout=0.05 if io == "asyncio" else 10,
+                timeout=10,
                 metadata=(("x-request-id", request_id),),
             )
             outcomes[request_id] = "OK"
         except grpc.RpcError as error:
             outcomes[request_id] = error.code().name
-        if (io == "sync") == (outcomes[request_id] == "OK"):
+        if outcomes[request_id] == "OK":
             return outcomes
     raise AssertionError(f"the long call never seemed to run: {outcomes}")
 
@@ -222,22 +214,20 @@ def _handled(directory: Path, method: str) -> dict[str, float]:
     return found
 
 
-@pytest.mark.parametrize("io", IOS)
 def test_a_call_running_at_the_end_of_the_grace_is_logged_and_counted_as_its_client_saw_it(
-    io: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
-    """SIGTERM with a call of most of a second running and a grace of 0.1 s. The sync server cuts it
-    (its client sees UNAVAILABLE); the asyncio server, whose handlers hold its event loop,
-    answers it. Either way its log line and its count carry the client's code, written before
-    the worker's end; so do the probes' (a probe past its deadline: DEADLINE_EXCEEDED)."""
+    """SIGTERM with a call of most of a second running and a grace of 0.1 s: the server cuts it
+    (its client sees UNAVAILABLE), and its log line and its count carry that code, written
+    before the worker's end; so do the probes'."""
     metrics_dir = tmp_path / "metrics"
-    flags = ["--workers", "1", "--io", io, "--grace-seconds", "0.1"]
+    flags = ["--workers", "1", "--grace-seconds", "0.1"]
     server = harness.start([*flags, "--metrics-dir", str(metrics_dir), *LONG_FLAGS])
     try:
         with grpc.insecure_channel(server.target) as channel:
             stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
             long_call = _long_call(stub)
-            probes = _wait_until_running(io, stub)
+            probes = _wait_until_running(stub)
             server.process.send_signal(signal.SIGTERM)
             try:
                 long_call.result()
@@ -247,7 +237,7 @@ def test_a_call_running_at_the_end_of_the_grace_is_logged_and_counted_as_its_cli
         assert server.wait(WAIT_SECONDS) == 0
     finally:
         server.kill()
-    assert seen == ("UNAVAILABLE" if io == "sync" else "OK")
+    assert seen == "UNAVAILABLE"
     logged = logged_codes(server)
     assert logged["long"] == seen
     for request_id, code in probes.items():

@@ -1,4 +1,4 @@
-"""SuggestMove through grpc_testing, a sync server and an asyncio server: answers, refusals."""
+"""SuggestMove through grpc_testing and a real server: answers, refusals."""
 
 from __future__ import annotations
 

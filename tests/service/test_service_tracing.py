@@ -38,13 +38,12 @@ from service.server import build_sync
 from service.tracing import Tracing
 from testkit import harness, otlp
 from testkit.ports import reserved_port
-from tests.service.service_support import REPO, InProcess, start_async, start_sync
+from tests.service.service_support import REPO, InProcess, start_sync
 
 SEED = b"Zq81-seed-of-a-traced-match"
 EVERY_CARD = frozenset(engine.codes(range(52)))
 APPLY = "/basra.v1.RulesService/Apply"
 RULES = "basra.v1.RulesService"
-STARTS = {"sync": start_sync, "asyncio": start_async}
 
 
 def traceparent(sampled: bool = True) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -102,15 +101,15 @@ def out_of_turn(state: pb.State) -> pb.ApplyRequest:
     return pb.ApplyRequest(state=state, action=pb.Action(seat=other, card=card))
 
 
-# ---- in process: spans to memory, both server flavours ----
+# ---- in process: spans to memory ----
 
 
-@pytest.fixture(params=sorted(STARTS))
-def traced(request: pytest.FixtureRequest) -> Iterator[tuple[InProcess, InMemorySpanExporter]]:
-    """An in-process server of each flavour, tracing into memory."""
+@pytest.fixture
+def traced() -> Iterator[tuple[InProcess, InMemorySpanExporter]]:
+    """An in-process server, tracing into memory."""
     exporter = InMemorySpanExporter()
     tracing = Tracing.start(make_logger("warning"), SimpleSpanProcessor(exporter))
-    server = STARTS[request.param](Config(), None, tracing)
+    server = start_sync(Config(), None, tracing)
     yield server, exporter
     server.close()
     tracing.stop()
@@ -119,8 +118,7 @@ def traced(request: pytest.FixtureRequest) -> Iterator[tuple[InProcess, InMemory
 def finished(
     server: InProcess, exporter: InMemorySpanExporter, trace_id: str, timeout: float = 10.0
 ) -> tuple[ReadableSpan, dict[str, Any]]:
-    """Wait for the one span of a trace and its call's log line (an asyncio server ends both
-    just after the caller has its answer)."""
+    """Wait (bounded in time) for the one span of a trace and its call's log line."""
     deadline = time.monotonic() + timeout
     while True:
         spans = [
@@ -163,8 +161,8 @@ def test_a_rules_call_gets_a_server_span_under_the_callers_trace(
 def test_a_refusal_span_carries_its_code_and_reason(
     traced: tuple[InProcess, InMemorySpanExporter],
 ) -> None:
-    """Refusals (sent with abort_with_status on the sync server, abort on asyncio) give the span
-    their gRPC code and ErrorInfo reason; status stays Unset: the caller erred, not the server."""
+    """Refusals (sent with abort_with_status) give the span their gRPC code and ErrorInfo
+    reason; status stays Unset: the caller erred, not the server."""
     server, exporter = traced
     state = new_match(server.channel, ()).state
     stale = legal_apply(state)
@@ -315,14 +313,13 @@ def check_log_line(server: harness.ServedProcess, span: otlp.ReceivedSpan) -> di
 BOTH_WORKERS_SECONDS = 60.0
 
 
-@pytest.mark.parametrize("io", ["sync", "asyncio"])
-def test_spans_reach_a_real_collector_with_the_callers_trace_through_two_workers(io: str) -> None:
+def test_spans_reach_a_real_collector_with_the_callers_trace_through_two_workers() -> None:
     """Every worker exports its own spans: the callers' trace ids and parents, the RPC, code,
     reason, seq and seat, the service name from OTEL_SERVICE_NAME, no card and no seed; each
     log line carries its span's ids."""
     with otlp.receiving() as receiver:
         server = harness.start(
-            ["--workers", "2", "--io", io, "--tracing"], env=serve_env(receiver), inherit_env=False
+            ["--workers", "2", "--tracing"], env=serve_env(receiver), inherit_env=False
         )
         try:
             # One connection per call: SO_REUSEPORT spreads connections over the workers that
@@ -399,13 +396,12 @@ def test_an_unsampled_callers_call_sends_no_span_but_logs_its_trace_id() -> None
             server.stop()
 
 
-@pytest.mark.parametrize("io", ["sync", "asyncio"])
-def test_spans_still_queued_are_sent_when_the_server_stops(io: str) -> None:
+def test_spans_still_queued_are_sent_when_the_server_stops() -> None:
     """SIGTERM: each worker drains its calls, then sends the spans it still holds before it
     exits (here the batch delay is ten minutes, so only the stop can send them)."""
     with otlp.receiving() as receiver:
         env = serve_env(receiver, OTEL_BSP_SCHEDULE_DELAY="600000")
-        flags = ["--workers", "2", "--io", io, "--tracing"]
+        flags = ["--workers", "2", "--tracing"]
         server = harness.start(flags, env=env, inherit_env=False)
         trace_ids = []
         try:
@@ -420,12 +416,11 @@ def test_spans_still_queued_are_sent_when_the_server_stops(io: str) -> None:
     assert received == set(trace_ids)
 
 
-@pytest.mark.parametrize("io", ["sync", "asyncio"])
-def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids(io: str) -> None:
+def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids() -> None:
     """The OTEL_* variables alone turn nothing on: without --tracing the collector hears
     nothing, even after the workers stopped, and the log lines have no trace fields."""
     with otlp.receiving() as receiver:
-        flags = ["--workers", "2", "--io", io]
+        flags = ["--workers", "2"]
         server = harness.start(flags, env=serve_env(receiver), inherit_env=False)
         try:
             for _ in range(4):
@@ -440,14 +435,13 @@ def test_with_tracing_off_nothing_is_sent_and_log_lines_carry_no_ids(io: str) ->
     assert not [line for line in lines if {"trace_id", "span_id"} & line.keys()]
 
 
-@pytest.mark.parametrize("io", ["sync", "asyncio"])
-def test_with_the_sdk_disabled_lines_claim_no_span_and_nothing_is_sent(io: str) -> None:
+def test_with_the_sdk_disabled_lines_claim_no_span_and_nothing_is_sent() -> None:
     """OTEL_SDK_DISABLED=true with --tracing: no span is made or sent, a warning line says so,
     and a call's line carries its caller's trace id alone, no span id and no sampled flag
     (the caller's own span id and flag would otherwise pass for the server's)."""
     with otlp.receiving() as receiver:
         env = serve_env(receiver, OTEL_SDK_DISABLED="true")
-        server = harness.start(["--tracing", "--io", io], env=env, inherit_env=False)
+        server = harness.start(["--tracing"], env=env, inherit_env=False)
         try:
             trace_id, parent_id, metadata = traceparent()
             with grpc.insecure_channel(server.target) as channel:

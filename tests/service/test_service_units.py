@@ -106,7 +106,7 @@ def test_the_help_names_the_variable_of_every_flag() -> None:
 
 
 def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> None:
-    """No setting escapes the contract unnoticed: the extras are reflection, io, tracing, the
+    """No setting escapes the contract unnoticed: the extras are reflection, tracing, the
     admission bound and the settings of signed states and TLS (keys, certificates), documented
     beside the contract."""
     reserved = {
@@ -117,7 +117,7 @@ def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> 
         "tls_key",
         "tls_client_ca",
     }
-    extras = {"reflection", "io", "tracing", "admission_limit", *reserved}
+    extras = {"reflection", "tracing", "admission_limit", *reserved}
     assert {f.name for f in fields(Config)} - set(CONTRACT) == extras
 
 
@@ -130,7 +130,6 @@ def test_every_config_field_is_covered_by_the_contract_or_documented_extra() -> 
         ([], {"BASRA_LOG_LEVEL": "loud"}, "BASRA_LOG_LEVEL"),
         (["--grace-seconds", "-1"], {}, "--grace-seconds"),
         (["--max-message-bytes", "10"], {}, "--max-message-bytes"),
-        (["--io", "threads"], {}, "--io"),
         ([], {"BASRA_BOT_LEVEL": "genius"}, "BASRA_BOT_LEVEL"),
         (["--bot-max-nodes", "0"], {}, "--bot-max-nodes"),
     ],
@@ -141,6 +140,15 @@ def test_bad_values_are_refused_naming_their_source(
     """A bad value raises ConfigError naming the flag or variable it came from."""
     with pytest.raises(ConfigError, match=named):
         load(argv, environ)
+
+
+def test_the_removed_io_flag_stops_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """--io (which chose an asyncio server, now gone) is refused like any unknown flag: exit 2
+    naming it, so a start script that still passes it fails at once instead of serving."""
+    with pytest.raises(SystemExit) as stopped:
+        load(["--io", "sync"], {})
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --io sync" in capsys.readouterr().err
 
 
 def test_empty_variables_count_as_unset() -> None:
