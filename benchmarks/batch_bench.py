@@ -7,7 +7,7 @@ off, since it counts items: 4 batches of 64 in flight are 256 items, and a worke
 refuses the items past them, in calls that still end OK) sent unary Apply and BatchApply of 1,
 4, 16 and 64 items. The items are the 120 Apply requests of
 deploy/ghz/data/apply.json, in turn (every one answered, not refused). A figure is the items
-answered per server CPU-second (from /proc, every server process), and its ratio to the
+answered per server CPU-second (every server process's CPU-time clock), and its ratio to the
 bare Check of the same round; latency is per item, and an item waits for its whole batch, so
 its p50/p99 are its call's. Medians over the rounds. Then, paced: the items of unary Apply,
 and of batches of 16 and 64, offered at 1x "capacity", read as the unary Apply's own

@@ -18,7 +18,7 @@ item, paced loads). The variants:
 
 Closed loads keep 16 items in flight (unary), max(4, 16 / N) batch calls, max(4, 16 / D)
 streams, spread evenly over the workers. For each it reports items per server CPU-second (the
-server processes' CPU from /proc), its ratio to the no-op of the same round, items per wall
+server processes' CPU-time clocks), its ratio to the no-op of the same round, items per wall
 second and the latency per item; then paced loads at 1x and 2x the unary Apply's saturated
 rate on the sync server ("capacity": what today's pod carries), latency per item counted from
 each item's scheduled send. With --spread it also sends batches and streams to two servers

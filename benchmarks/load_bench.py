@@ -409,9 +409,10 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if args.grpc_go:
         # Both are over the same bare Checks, so their quotient is that of the two rates.
         go = medians[GO_CHECK]
+        apply_to_go = f"{medians['Apply'] / go:.3f}" if go else "not measured (no CPU seen)"
         print(
             f"per server CPU-second: grpc-go Check / bare grpcio Check {go:.2f}; "
-            f"Apply / grpc-go Check {medians['Apply'] / go:.3f}; "
+            f"Apply / grpc-go Check {apply_to_go}; "
             f"Apply / bare grpcio Check {medians['Apply']:.3f}"
         )
     to_off: dict[str, float] = {}

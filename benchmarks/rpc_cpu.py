@@ -4,7 +4,7 @@ Against one benchmark server (benchmarks.bench_server: the service's own server 
 interceptors, metrics, health and reflection, plus a raw-bytes no-op method), this sends each
 RPC its ghz data (deploy/ghz/data/*.json: NewMatch, Apply, LegalMoves, SuggestMove at the
 server's default level and budget) and the no-op the Apply request bytes, round after round
-in turn, and reports the server's CPU microseconds per call (from /proc, every server
+in turn, and reports the server's CPU microseconds per call (CPU-time clocks, every server
 process) and the latency, medians over the rounds.
 
     .venv/bin/python -m benchmarks.rpc_cpu                       # 3 rounds

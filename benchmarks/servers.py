@@ -6,14 +6,15 @@ method), its --bare mode (a plain grpcio server answering health Checks: the lim
 stack), the grpc-go server of benchmarks/go_noop answering the same Checks (the limit of a
 Go stack, built here into .cache/), and `basra-rules serve` itself (testkit's launcher).
 `measure` sends one load (clients.load, in this process; `measure_ghz`: ghz, a child) and
-counts the wall time and the server's CPU seconds from /proc, since the load generator
-shares the machine with the server.
+counts the wall time and the server's CPU seconds (each process's CPU-time clock), since the
+load generator shares the machine with the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import statistics
@@ -40,20 +41,22 @@ from testkit.ports import reserved_port
 ROOT = Path(__file__).resolve().parent.parent
 APPLY_PATH = "/basra.v1.RulesService/Apply"
 HEALTH_PATH = "/grpc.health.v1.Health/Check"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STARTUP_SECONDS = 60.0
 GO_NOOP_SOURCE = ROOT / "benchmarks" / "go_noop"
 GO_NOOP_BINARY = ROOT / ".cache" / "go_noop" / "go_noop"
 GO_BUILD_SECONDS = 600.0
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def proc_cpu_seconds(pid: int) -> float:
-    """Return the user + system CPU seconds a process has used so far (all its threads)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    # The command name may hold spaces; the fields after its closing parenthesis do not.
-    fields = text[text.rindex(")") + 2 :].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / CLOCK_TICKS
+    """Return the CPU seconds a process has used so far (all its threads, ended ones too)."""
+    # The process's CPU-time clock counts in nanoseconds; /proc's utime and stime count in
+    # 10 ms clock ticks, which read 0 for a short run against the grpc-go server.
+    clock = ctypes.c_int()
+    failed = _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock))
+    if failed:
+        raise ProcessLookupError(failed, os.strerror(failed), pid)
+    return time.clock_gettime(clock.value)
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
