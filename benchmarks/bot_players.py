@@ -28,8 +28,7 @@ from typing import Any
 from engine import Action, State
 from engine.bot import DEFAULT_BUDGET, Budget, Level, Suggestion, search_hands, suggest
 from engine.bot.levels import MAX_DEPTH
-from engine.bot.moves import Steps
-from engine.bot.search import INFINITY, RoundSearch
+from engine.bot.search import RoundSearch
 from engine.cards import mask_of
 from engine.facts import DECK_SIZE, HAND_CARDS
 from engine.view import information_set
@@ -151,48 +150,21 @@ class ToldDeckSearch(RoundSearch):
     ) -> None:
         """`next_deal`: the next round's hands as masks, the non-dealer's then the dealer's."""
         super().__init__(majority_points, deck_mask, node_limit, depth)
+        # A last play with two plies or more left is searched on, across the round's end.
+        self.past_end = 1
         self._first, self._second = next_deal
         # The round's end is where the piles and the floor hold every card but the deck's.
         self._boundary = DECK_SIZE - deck_mask.bit_count()
         # The next round's end is valued against the deck its hands leave.
         self._later = RoundSearch(majority_points, deck_mask & ~(self._first | self._second), 0, 0)
 
-    def negamax(  # noqa: PLR0917 (as RoundSearch.negamax)
-        self,
-        mover: int,
-        other: int,
-        floor: int,
-        mine: int,
-        theirs: int,
-        depth: int,
-        alpha: int,
-        beta: int,
+    def round_over(  # noqa: PLR0917 (as RoundSearch.round_over)
+        self, floor: int, mine: int, theirs: int, depth: int, alpha: int, beta: int
     ) -> int:
-        """As RoundSearch.negamax; with no card left (after `last_play`) the round is over."""
-        if mover:
-            return super().negamax(mover, other, floor, mine, theirs, depth, alpha, beta)
+        """The current round's end, plies left: the search goes on into the told next deal."""
         if depth > 0 and self._ends_round(floor, mine, theirs):
-            return super().negamax(
-                self._first, self._second, floor, mine, theirs, depth, alpha, beta
-            )
-        self.count(1)
-        return self.evaluate(floor, mine, theirs)
-
-    def last_play(  # noqa: PLR0917 (as RoundSearch.last_play)
-        self,
-        ways: tuple[Steps, ...],
-        floor: int,
-        mine: int,
-        theirs: int,
-        depth: int,
-        alpha: int = -INFINITY,
-        beta: int = INFINITY,
-    ) -> int:
-        """Deep enough, each last play is searched on, as a position with no card left."""
-        if depth <= 1:
-            return super().last_play(ways, floor, mine, theirs, depth, alpha, beta)
-        children = [(0, floor ^ moved, gain, taken, 0) for moved, gain, taken in ways]
-        return self.cut_off(children, 0, mine, theirs, depth, alpha, beta)
+            return self.negamax(self._first, self._second, floor, mine, theirs, depth, alpha, beta)
+        return super().round_over(floor, mine, theirs, depth, alpha, beta)
 
     def evaluate(self, floor: int, mine: int, theirs: int) -> int:
         """As RoundSearch.evaluate at the current round's end, against the later deck past it."""

@@ -28,7 +28,6 @@ from engine.bot.moves import (
     MILLI,
     ONE_STEP,
     Effect,
-    Steps,
     clearers,
     distinct_cards,
     plays,
@@ -77,34 +76,56 @@ def root_values(
 class _Counted:
     """A search within a node budget."""
 
-    __slots__ = ("_limit", "nodes")
+    __slots__ = ("_left", "_limit")
 
     def __init__(self, node_limit: int) -> None:
-        self.nodes = 0
+        self._limit = self._left = node_limit
+
+    @property
+    def nodes(self) -> int:
         """Nodes visited so far."""
-        self._limit = node_limit
+        return self._limit - self._left
 
     def count(self, nodes: int) -> None:
         """Count `nodes` more nodes; OutOfNodes, the whole budget spent, if they do not fit."""
-        total = self.nodes + nodes
-        if total > self._limit:
-            self.nodes = self._limit
+        left = self._left - nodes
+        if left < 0:
+            self._left = 0
             raise OutOfNodes
-        self.nodes = total
+        self._left = left
+
+
+def moves(mover: int, floor: int) -> list[Child]:
+    """A node's moves: each way to play each card worth trying, biggest gain first."""
+    children: list[Child] = []
+    for card in distinct_cards(mover):
+        rest = mover ^ 1 << card
+        # plays(card, floor), written out as in RoundSearch.negamax.
+        relevant = floor & RELEVANT[card]
+        steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
+        for moved, gain, taken in (steps,) if len(steps) == ONE_STEP else plays(card, floor):
+            children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
+    children.sort(reverse=True)
+    return children
 
 
 class RoundSearch(_Counted):
     """Search of the rest of the current round in one sampled deal, `depth` plies at most.
 
-    A node is a position searched or a play that ends the round.
+    A node is a position searched or a play that ends the round. The search stops at the
+    round's end; a subclass that knows what follows may search on past it by lowering
+    `past_end` and overriding `round_over`.
     """
 
-    __slots__ = ("_deck", "_exposure", "_majority", "_table", "depth")
+    __slots__ = ("_deck", "_exposure", "_majority", "_table", "depth", "past_end")
 
     def __init__(self, majority_points: int, deck_mask: int, node_limit: int, depth: int) -> None:
         """`deck_mask`: the deal's deck, from which the next round's hands come."""
         super().__init__(node_limit)
         self.depth = depth
+        self.past_end = INFINITY
+        """The round's last play is searched on, not evaluated, with more plies left than
+        this."""
         self._majority = majority_points
         self._deck = deck_mask
         self._exposure = EXPOSURE[HAND_CARDS][deck_mask.bit_count()]
@@ -120,21 +141,12 @@ class RoundSearch(_Counted):
         """Value of each root move for the seat holding `hand` (its pile, the other's)."""
         theirs = mask_of(other)
         mine, their_count = counts
+        depth = self.depth - 1
 
         def value(play: Effect, rest: Hand) -> int:
             after, gain, taken = play
-            if not other and not rest:
-                # The round's last play, as a play that moves its floor onto an empty one.
-                return self.last_play(((after, gain, taken),), 0, mine, their_count, self.depth)
             return gain - self.negamax(
-                theirs,
-                mask_of(rest),
-                after,
-                their_count,
-                mine + taken,
-                self.depth - 1,
-                -INFINITY,
-                INFINITY,
+                theirs, mask_of(rest), after, their_count, mine + taken, depth, -INFINITY, INFINITY
             )
 
         return root_values(moves, hand, value)
@@ -152,24 +164,39 @@ class RoundSearch(_Counted):
     ) -> int:
         """Value for the seat holding `mover` (a mask; `mine` its pile count), `depth` plies
         left, fail-soft within (alpha, beta)."""
-        # self.count(1) written out: nearly every node is a call of this method.
-        if self.nodes >= self._limit:
+        if not mover:
+            return self.round_over(floor, mine, theirs, depth, alpha, beta)
+        # The node count, and for a node with one card left (half the nodes, no transpositions
+        # worth a table entry) its ways, the round's last play, the leaf and the cut-off, are
+        # written out here: their calls would cost more than such a node's work (BENCHMARKS.md,
+        # "Speed: one STRONG decision").
+        left = self._left
+        if not left:
             raise OutOfNodes
-        self.nodes += 1
+        self._left = left - 1
         if not mover & (mover - 1):
-            # One card left (half the nodes): its ways are searched right here, as moves(),
-            # leaf() and cut_off() would, since those calls cost more than such a node's work
-            # (docs/history/benchmarks.md, "The search's pieces"). No transpositions worth a
-            # table entry.
             card = mover.bit_length() - 1
             relevant = floor & RELEVANT[card]
             steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
             ways = (steps,) if len(steps) == ONE_STEP else plays(card, floor)
-            if not other:
-                return self.last_play(ways, floor, mine, theirs, depth, alpha, beta)
             best = -INFINITY
+            if not other and depth <= self.past_end:
+                left = self._left - len(ways)
+                if left < 0:
+                    self._left = 0
+                    raise OutOfNodes
+                self._left = left
+                for moved, gain, taken in ways:
+                    value = gain - self.evaluate(floor ^ moved, theirs, mine + taken)
+                    if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
+                        best = value
+                return best
             if depth <= 1:
-                self.count(len(ways))
+                left = self._left - len(ways)
+                if left < 0:
+                    self._left = 0
+                    raise OutOfNodes
+                self._left = left
                 majority, share = self._majority, MAJORITY_SHARE[theirs]
                 for _moved, gain, taken in ways:
                     value = gain - majority * share[mine + taken]
@@ -208,7 +235,7 @@ class RoundSearch(_Counted):
             beta = min(beta, high)
         else:
             low, high = -INFINITY, INFINITY
-        children = self.moves(mover, floor)
+        children = moves(mover, floor)
         if depth <= 1:
             best = self.leaf(children, mine, theirs)
         else:
@@ -221,20 +248,6 @@ class RoundSearch(_Counted):
             low = high = best
         self._table[key] = (low, high)
         return best
-
-    @staticmethod
-    def moves(mover: int, floor: int) -> list[Child]:
-        """A node's moves: each way to play each card worth trying, biggest gain first."""
-        children: list[Child] = []
-        for card in distinct_cards(mover):
-            rest = mover ^ 1 << card
-            # plays(card, floor) written out, for the same measurement as in negamax.
-            relevant = floor & RELEVANT[card]
-            steps = steps_on((relevant << 1 | (relevant != floor)) << CARD_BITS | card)
-            for moved, gain, taken in (steps,) if len(steps) == ONE_STEP else plays(card, floor):
-                children.append((gain + _ORDER_CARD * taken, floor ^ moved, gain, taken, rest))
-        children.sort(reverse=True)
-        return children
 
     def cut_off(  # noqa: PLR0917
         self,
@@ -271,26 +284,13 @@ class RoundSearch(_Counted):
                 best = value
         return best
 
-    def last_play(  # noqa: PLR0917
-        self,
-        ways: tuple[Steps, ...],
-        floor: int,
-        mine: int,
-        theirs: int,
-        depth: int,
-        alpha: int = -INFINITY,
-        beta: int = INFINITY,
+    def round_over(  # noqa: PLR0917 (as negamax, whose position it is)
+        self, floor: int, mine: int, theirs: int, depth: int, alpha: int, beta: int
     ) -> int:
-        """The round's end: the best of the last card's ways to play, each ending the round
-        and evaluated (a node each). `depth`, `alpha` and `beta` are for a search that goes on
-        past the round's end."""
-        self.count(len(ways))
-        best = -INFINITY
-        for moved, gain, taken in ways:
-            value = gain - self.evaluate(floor ^ moved, theirs, mine + taken)
-            if value > best:  # noqa: PLR1730 (a comparison is cheaper than a call)
-                best = value
-        return best
+        """A position with no card left: the round is over. Evaluated, a node; `depth`, `alpha`
+        and `beta` are for a search that goes on past the round's end."""
+        self.count(1)
+        return self.evaluate(floor, mine, theirs)
 
     def evaluate(self, floor: int, mine: int, theirs: int) -> int:
         """The round is over: value for the seat that plays first in the next one."""
