@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+import statistics
 import threading
 import time
 from collections import Counter
@@ -26,6 +27,7 @@ from basra.v1 import rules_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from service.server import HANDLERS_SECONDS
 from testkit import harness
 from testkit.harness import ServedProcess
 
@@ -162,19 +164,47 @@ def test_a_client_retrying_unavailable_and_cancelled_loses_no_call_across_sigter
     assert logged_codes(first) and logged_codes(second)
 
 
-# A suggestion that takes about half a second of CPU: far past a grace of 0.1 s (a budget
-# nearer the grace may finish before it), and done within the seconds a worker gives a cut
-# handler to finish (server.HANDLERS_SECONDS). The search got cheaper once; if it does
-# again, this budget is what to raise.
-LONG_BUDGET = pb.BotWork(deals=4000, nodes=10_000_000)
-LONG_FLAGS = ["--bot-max-deals", "100000", "--bot-max-nodes", "100000000"]
+# The long call must still run when the grace ends and be done within the seconds a worker
+# gives a cut handler (server.HANDLERS_SECONDS), so that its log line and count come before
+# the worker's end. No fixed budget stays in that window: the search's cost per deal changes
+# with the code and the machine, and a loaded machine stretches the wall time tenfold or more.
+# So the budget is measured on the same server just before: calls of CALIBRATION_DEALS say how
+# many deals last LONG_SECONDS, which is far from both ends of the window (GRACE_SECONDS and
+# HANDLERS_SECONDS past it) even if the load changes by a factor of 4 from the measure.
+GRACE_SECONDS = 0.1
+LONG_SECONDS = HANDLERS_SECONDS / 4
+CALIBRATION_DEALS = 1000
+CALIBRATIONS = 3
+# Deals, not nodes, bound the calls: a deal visits about a hundred nodes at a match's start.
+NODES_PER_DEAL = 1000
+MAX_DEALS = 100_000
+MAX_NODES = MAX_DEALS * NODES_PER_DEAL
+LONG_FLAGS = ["--bot-max-deals", str(MAX_DEALS), "--bot-max-nodes", str(MAX_NODES)]
 
 
-def _long_call(stub: rules_pb2_grpc.RulesServiceStub) -> Any:
+def _suggestion(stub: rules_pb2_grpc.RulesServiceStub, deals: int) -> pb.SuggestMoveRequest:
     begun = stub.NewMatch(pb.NewMatchRequest(seed=b"long"), timeout=10)
-    request = pb.SuggestMoveRequest(
-        state=begun.state, seat=begun.state.to_move, level=pb.BOT_LEVEL_STRONG, budget=LONG_BUDGET
+    budget = pb.BotWork(deals=deals, nodes=deals * NODES_PER_DEAL)
+    return pb.SuggestMoveRequest(
+        state=begun.state, seat=begun.state.to_move, level=pb.BOT_LEVEL_STRONG, budget=budget
     )
+
+
+def _long_deals(stub: rules_pb2_grpc.RulesServiceStub) -> tuple[int, float]:
+    """The deals of a suggestion lasting about LONG_SECONDS on this server now, and the median
+    wall time of the CALIBRATION_DEALS calls they were scaled from."""
+    request = _suggestion(stub, CALIBRATION_DEALS)
+    seconds = []
+    for n in range(CALIBRATIONS):
+        start = time.monotonic()
+        stub.SuggestMove(request, timeout=60, metadata=(("x-request-id", f"calibration-{n}"),))
+        seconds.append(time.monotonic() - start)
+    measured = statistics.median(seconds)
+    return min(MAX_DEALS, max(10, round(CALIBRATION_DEALS * LONG_SECONDS / measured))), measured
+
+
+def _long_call(stub: rules_pb2_grpc.RulesServiceStub, deals: int) -> Any:
+    request = _suggestion(stub, deals)
     return stub.SuggestMove.future(request, timeout=60, metadata=(("x-request-id", "long"),))
 
 
@@ -217,16 +247,17 @@ def _handled(directory: Path, method: str) -> dict[str, float]:
 def test_a_call_running_at_the_end_of_the_grace_is_logged_and_counted_as_its_client_saw_it(
     tmp_path: Path,
 ) -> None:
-    """SIGTERM with a call of most of a second running and a grace of 0.1 s: the server cuts it
+    """SIGTERM with a call of about a second running and a grace of 0.1 s: the server cuts it
     (its client sees UNAVAILABLE), and its log line and its count carry that code, written
     before the worker's end; so do the probes'."""
     metrics_dir = tmp_path / "metrics"
-    flags = ["--workers", "1", "--grace-seconds", "0.1"]
+    flags = ["--workers", "1", "--grace-seconds", str(GRACE_SECONDS)]
     server = harness.start([*flags, "--metrics-dir", str(metrics_dir), *LONG_FLAGS])
     try:
         with grpc.insecure_channel(server.target) as channel:
             stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
-            long_call = _long_call(stub)
+            deals, measured = _long_deals(stub)
+            long_call = _long_call(stub, deals)
             probes = _wait_until_running(stub)
             server.process.send_signal(signal.SIGTERM)
             try:
@@ -237,14 +268,16 @@ def test_a_call_running_at_the_end_of_the_grace_is_logged_and_counted_as_its_cli
         assert server.wait(WAIT_SECONDS) == 0
     finally:
         server.kill()
-    assert seen == "UNAVAILABLE"
+    calibrated = f"{deals} deals, from {measured:.3f} s per {CALIBRATION_DEALS}"
+    assert seen == "UNAVAILABLE", f"the long call ({calibrated}) ended {seen}"
     logged = logged_codes(server)
-    assert logged["long"] == seen
+    assert logged.get("long") == seen, calibrated
+    assert {logged[f"calibration-{n}"] for n in range(CALIBRATIONS)} == {"OK"}
     for request_id, code in probes.items():
         assert logged.get(request_id, code) == code, request_id
     events = [line.get("event") for line in server.log_lines()]
     long_line = next(
         i for i, line in enumerate(server.log_lines()) if line.get("request_id") == "long"
     )
-    assert long_line < events.index("worker stopped")
-    assert _handled(metrics_dir, "SuggestMove") == {seen: 1.0}
+    assert long_line < events.index("worker stopped"), calibrated
+    assert _handled(metrics_dir, "SuggestMove") == {"OK": float(CALIBRATIONS), seen: 1.0}
