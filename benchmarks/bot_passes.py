@@ -4,8 +4,8 @@ The process starts as bot_time's does (plan table, start-up objects frozen, coll
 collects the STRONG seat's positions of `--matches` matches against GREEDY, and decides each
 of them again `--passes` times. Run under valgrind with one pass and with two, the
 difference is the instructions of one warm pass, which the machine's load does not change.
-It imports only engine and service, so that run by path it measures the engine of the tree
-on PYTHONPATH (e.g. a `git worktree` of an older commit):
+Run by path, it imports engine, service and benchmarks.bot_time from the tree on PYTHONPATH
+(e.g. a `git worktree` of an older commit), whose engine it then measures:
 
     PYTHONPATH=TREE valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         .venv/bin/python benchmarks/bot_passes.py --passes 1
@@ -18,9 +18,8 @@ import gc
 import hashlib
 import sys
 
-from engine import Action, Status, apply, new_match
+from benchmarks.bot_time import positions
 from engine.bot import DEFAULT_BUDGET, Level, suggest
-from engine.view import information_set
 from service import plan_table
 
 
@@ -33,19 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     plan_table.install()
     gc.collect()
     gc.freeze()
-    found = []
-    for number in range(args.matches):
-        state, _ = new_match(f"bot-passes-{number}".encode())
-        strong = number % 2
-        while state.status is Status.IN_PROGRESS:
-            seat = state.to_move
-            assert seat is not None
-            info = information_set(state, seat)
-            level = Level.STRONG if seat == strong else Level.GREEDY
-            if level is Level.STRONG:
-                found.append(info)
-            chosen = suggest(info, level, b"", DEFAULT_BUDGET)
-            state, _ = apply(state, Action(seat, chosen.card, chosen.plan_id), check=False)
+    found = positions(args.matches, "bot-passes", DEFAULT_BUDGET)
     digest = hashlib.sha256()
     for done in range(args.passes):
         for info in found:
