@@ -154,20 +154,27 @@ func refusal(t *testing.T, err error, code codes.Code, reason string) *rules.Ref
 	return r
 }
 
-func TestAStaleViewIsRefusedWithSeqMismatch(t *testing.T) {
-	client := need(t, "plain").client(t)
-	ctx := context.Background()
-	match, first, err := client.Start(ctx, []byte("go-stale-view"))
+// started is a new match from seed on the named server, with its client, its first answer and
+// the first legal move of that answer.
+func started(t *testing.T, name, seed string) (*rules.Client, *rules.Match, *basrav1.NewMatchResponse, *basrav1.Action) {
+	t.Helper()
+	client := need(t, name).client(t)
+	match, first, err := client.Start(context.Background(), []byte(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
+	legal := first.GetLegalMoves()
+	return client, match, first, &basrav1.Action{Seat: legal.Seat, Card: legal.GetMoves()[0].GetCard()}
+}
+
+func TestAStaleViewIsRefusedWithSeqMismatch(t *testing.T) {
+	_, match, first, stale := started(t, "plain", "go-stale-view")
+	ctx := context.Background()
 	if _, _, err := match.Autoplay(ctx, basrav1.BotLevel_BOT_LEVEL_GREEDY); err != nil {
 		t.Fatal(err)
 	}
 	// A second click on the first view: its seq (0) is stale, the match is at 1.
-	legal := first.GetLegalMoves()
-	stale := &basrav1.Action{Seat: legal.Seat, Card: legal.GetMoves()[0].GetCard()}
-	_, err = match.Play(ctx, stale, first.GetState().GetSeq())
+	_, err := match.Play(ctx, stale, first.GetState().GetSeq())
 	r := refusal(t, err, codes.Aborted, "SEQ_MISMATCH")
 	if r.Metadata["seq"] != "1" || r.Metadata["expectedSeq"] != "0" {
 		t.Fatalf("SEQ_MISMATCH metadata %v, want seq 1 and expectedSeq 0", r.Metadata)
@@ -178,24 +185,18 @@ func TestAStaleViewIsRefusedWithSeqMismatch(t *testing.T) {
 }
 
 func TestATamperedSignedStateIsRefusedWithBadSignature(t *testing.T) {
-	client := need(t, "trusted").client(t)
+	client, match, _, action := started(t, "trusted", "go-tampered")
 	ctx := context.Background()
-	match, first, err := client.Start(ctx, []byte("go-tampered"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	signed := match.Signed()
 	if signed == nil || signed.GetKeyId() != signingKeyID {
 		t.Fatalf("the trusted server's state is not signed with %s: %v", signingKeyID, signed)
 	}
-	legal := first.GetLegalMoves()
-	action := &basrav1.Action{Seat: legal.Seat, Card: legal.GetMoves()[0].GetCard()}
 
 	// One bit of the state's bytes changed, the seal kept: a state of the caller's making.
 	tampered := proto.Clone(signed).(*basrav1.SignedState)
 	tampered.State = bytes.Clone(signed.GetState())
 	tampered.State[len(tampered.State)-1] ^= 1
-	_, err = client.Apply(ctx, &basrav1.ApplyRequest{SignedState: tampered, Action: action, ExpectedSeq: proto.Uint32(0)})
+	_, err := client.Apply(ctx, &basrav1.ApplyRequest{SignedState: tampered, Action: action, ExpectedSeq: proto.Uint32(0)})
 	if r := refusal(t, err, codes.Unauthenticated, "BAD_SIGNATURE"); r.Metadata["keyId"] != signingKeyID {
 		t.Fatalf("BAD_SIGNATURE metadata %v, want keyId %s", r.Metadata, signingKeyID)
 	}
