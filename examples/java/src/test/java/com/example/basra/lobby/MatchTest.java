@@ -35,12 +35,7 @@ class MatchTest {
 
   @AfterAll
   void stop() throws Exception {
-    if (rules != null) {
-      rules.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    RulesServer.closeAll(rules, server);
   }
 
   @Test

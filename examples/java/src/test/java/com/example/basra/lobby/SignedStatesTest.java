@@ -37,12 +37,7 @@ class SignedStatesTest {
 
   @AfterAll
   void stop() throws Exception {
-    if (rules != null) {
-      rules.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    RulesServer.closeAll(rules, server);
   }
 
   @Test

@@ -32,10 +32,8 @@ class TlsTest {
   }
 
   @AfterAll
-  void stop() {
-    if (server != null) {
-      server.close();
-    }
+  void stop() throws Exception {
+    RulesServer.closeAll(server);
   }
 
   @Test
