@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -28,7 +29,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
-from service.server import SyncServer, build_sync
+from service.server import HANDLERS_SECONDS, SyncServer, build_sync
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
 from testkit.harness import ServedProcess
 
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     from service.tracing import Tracing
 
 REPO = Path(__file__).resolve().parents[2]
+HEALTH_SERVICE = "grpc.health.v1.Health"
+# How long a closed channel's Watch streams may take to end at the server, and how long a
+# stop may take past its grace and its handlers' seconds, before a test fails.
+WATCHES_END_SECONDS = 10.0
+STOP_MARGIN_SECONDS = 10.0
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
 
 
@@ -114,10 +120,44 @@ class InProcess:
         """Every JSON log line written so far."""
         return [json.loads(line) for line in self.log.getvalue().splitlines() if line]
 
+    def open_watches(self) -> float:
+        """Health Watch streams the server has started and not yet seen end."""
+        self.tally.flush()
+        labels = {"grpc_service": HEALTH_SERVICE, "grpc_method": "Watch"}
+        started = self.registry.get_sample_value(
+            "grpc_server_started_total", {"grpc_type": "SERVER_STREAM", **labels}
+        )
+        handled = sum(
+            sample.value
+            for family in self.registry.collect()
+            for sample in family.samples
+            if sample.name == "grpc_server_handled_total"
+            and {k: sample.labels.get(k) for k in labels} == labels
+        )
+        return (started or 0.0) - handled
+
     def close(self, grace: float = 0.0) -> None:
-        """Close the channel and stop the server."""
+        """Close the channel, wait until the server has seen every Watch stream end, then stop
+        the server, failing (never hanging) if either takes longer than its bound.
+
+        The stop's NOT_SERVING goes to each open Watch while grpc_health holds its lock, and
+        waits for grpc's polling thread to send it; a Watch ending at that moment has that
+        thread wait for the same lock in its close callback, and neither moves again.
+        """
         self.channel.close()
-        self.stop(grace)
+        deadline = time.monotonic() + WATCHES_END_SECONDS
+        while (still := self.open_watches()) > 0:
+            assert time.monotonic() < deadline, (
+                f"{still:.0f} health Watch streams still open {WATCHES_END_SECONDS} s after the "
+                "channel closed: cancel every Watch before closing (a stop with one ending "
+                "can deadlock grpc_health)"
+            )
+            time.sleep(0.01)
+        bound = grace + HANDLERS_SECONDS + STOP_MARGIN_SECONDS
+        stopping = threading.Thread(target=self.stop, args=(grace,), name="stop", daemon=True)
+        stopping.start()
+        stopping.join(bound)
+        assert not stopping.is_alive(), f"the server's stop (grace {grace} s) took over {bound} s"
 
 
 def _observer(tally: Tally, log: io.StringIO, tracing: Tracing | None) -> CallObserver:

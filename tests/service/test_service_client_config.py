@@ -27,6 +27,7 @@ SERVICE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "grpc-service-
 NEW_MATCH = "/basra.v1.RulesService/NewMatch"
 WAIT = 10.0  # the longest any step may take before the test fails (never reached when it passes)
 HOLD = "hold"  # a NewMatch label that makes the gated server wait at its gate
+STOP_GRACE = 1.0  # what a call still running when the test ends has to finish
 
 
 class Gated:
@@ -63,7 +64,7 @@ def servers() -> Iterator[Callable[..., InProcess]]:
     for running, gated in started:
         if gated is not None:
             gated.opened.set()
-        running.close()
+        running.close(STOP_GRACE)
 
 
 def _channel(*servers: InProcess) -> grpc.Channel:
