@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -347,3 +348,79 @@ def test_answers_past_the_call_size_refuse_the_items_from_there_on(samples: list
     assert {s.reason for s in seen[first:]} == {"RESPONSE_TOO_LARGE"}
     assert dict(seen[first].metadata)["maxBytes"] == str(4 * ITEM_BYTES)
     assert sum(len(s.body) for s in seen) <= 4 * ITEM_BYTES
+
+
+# The series a unary Apply updates, by sample name; each is compared, label set by label set.
+APPLY_SERIES = (
+    "grpc_server_started_total",
+    "grpc_server_handled_total",
+    "grpc_server_handling_seconds_count",
+    "basra_refusals_total",
+    "basra_plan_generation_seconds_count",
+    "basra_states_received_total",
+)
+
+
+def _apply_series(server: InProcess) -> Counter[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Every sample of APPLY_SERIES outside the batch method's own, after a flush."""
+    server.tally.flush()
+    found: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+    for family in server.registry.collect():
+        for sample in family.samples:
+            if sample.name in APPLY_SERIES and sample.labels.get("grpc_method") != "BatchApply":
+                found[(sample.name, tuple(sorted(sample.labels.items())))] += int(sample.value)
+    return found
+
+
+def _grown(before: Counter[Any], after: Counter[Any]) -> dict[Any, int]:
+    return {key: after[key] - before[key] for key in after if after[key] != before[key]}
+
+
+def test_items_update_every_series_a_unary_apply_of_them_would(
+    server: InProcess, samples: list[bytes]
+) -> None:
+    """The samples one by one, then in one batch: the same growth of the per-method counters
+    by code, the refusals by reason, the plan timings and the seals taken, series by series."""
+    first = _apply_series(server)
+    for body in samples:
+        unary(server.channel, body)
+    second = _apply_series(server)
+    batched(server.channel, samples[:8])
+    batched(server.channel, samples[8:16])
+    batched(server.channel, samples[16:])
+    by_unary, by_batch = _grown(first, second), _grown(second, _apply_series(server))
+    assert by_batch == by_unary
+    reasons = {
+        dict(labels)["reason"] for name, labels in by_batch if name == "basra_refusals_total"
+    }
+    assert {"SEQ_MISMATCH", "BAD_SIGNATURE", "MALFORMED_REQUEST", "REQUEST_TOO_LARGE"} <= reasons
+    assert by_batch[("basra_plan_generation_seconds_count", ())] > 0
+
+
+def test_each_batch_is_counted_by_its_items(server: InProcess, samples: list[bytes]) -> None:
+    """basra_batch_items: one observation per batch read, refused whole or not, of its item
+    count (0, 3, 8, and 9 past the bound of 8)."""
+
+    def histogram() -> dict[str, float]:
+        server.tally.flush()
+        return {
+            f"{s.name}{s.labels.get('le', '')}": s.value
+            for family in server.registry.collect()
+            if family.name == "basra_batch_items"
+            for s in family.samples
+            if not s.name.endswith("_created")
+        }
+
+    before = histogram()
+    batched(server.channel, [])
+    batched(server.channel, [samples[0]] * 3)
+    batched(server.channel, [samples[0]] * 8)
+    _one_result(server, [samples[0]] * 9)
+    after = histogram()
+    grown = {key: after[key] - before.get(key, 0.0) for key in after}
+    assert grown["basra_batch_items_count"] == 4
+    assert grown["basra_batch_items_sum"] == 20
+    cumulative = {
+        le: grown[f"basra_batch_items_bucket{le}"] for le in ("1.0", "4.0", "8.0", "16.0")
+    }
+    assert cumulative == {"1.0": 1, "4.0": 2, "8.0": 3, "16.0": 4}
