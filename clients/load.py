@@ -8,9 +8,9 @@ responses are not decoded, so the generator spends as little of a shared CPU as 
 
 It speaks plaintext, TLS or mutual TLS (ghz's insecure/cacert/cert/key/cname keys, or the
 TLS flags of clients/channels.py), and against a server that signs states it seals each
-request's state (each item's, in a batch) with the same keys (--signing-keys, --signing-keys-file or their BASRA_*
-variables, as `serve` takes them), since the states of the data files were never returned by
-that server.
+request's state (each item's, in a batch) with the same keys (--signing-keys,
+--signing-keys-file or their BASRA_* variables, as `serve` takes them), since the states of
+the data files were never returned by that server.
 """
 
 from __future__ import annotations

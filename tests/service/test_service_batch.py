@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -19,8 +22,10 @@ from hypothesis import strategies as st
 
 from clients.refusals import error_infos
 from service import batch
+from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
 from service.handlers import Handlers
+from service.logs import make_logger
 from service.server import make_handlers
 from tests.service.service_support import InProcess, start_sync
 
@@ -424,3 +429,73 @@ def test_each_batch_is_counted_by_its_items(server: InProcess, samples: list[byt
         le: grown[f"basra_batch_items_bucket{le}"] for le in ("1.0", "4.0", "8.0", "16.0")
     }
     assert cumulative == {"1.0": 1, "4.0": 2, "8.0": 3, "16.0": 4}
+
+
+def _interceptor(limit: int) -> AdmissionInterceptor:
+    """The admission interceptor of a worker with this bound, driven by the test as grpc's
+    polling thread would drive it (admit, then submit), with no server around it."""
+    logger = make_logger("warning", "json", io.StringIO())
+    return AdmissionInterceptor(Admission(limit), None, logger, 4, lambda seconds: None)
+
+
+def _arrive(interceptor: AdmissionInterceptor, method: str = APPLY) -> bool:
+    """A call arriving: whether the interceptor let it in (a refusal is a streaming handler
+    that answers OVERLOADED)."""
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: b"")
+    found = interceptor.intercept_service(
+        lambda details: handler if details.method == APPLY else None,
+        SimpleNamespace(method=method),
+    )
+    assert found is not None
+    return not found.request_streaming
+
+
+def test_a_call_let_in_keeps_its_place_from_a_batch_that_takes_room_before_it_enters() -> None:
+    """Batch A (8 items, the whole bound of 8) comes in and enters; call B comes in; A's items
+    take their room before grpc hands B to the pool. A gets 6 more units, not 7: with B's
+    place the worker holds 8, never 9, and the next call is refused."""
+    interceptor = _interceptor(8)
+    bound, gate = interceptor.admission, threading.Event()
+    try:
+        assert _arrive(interceptor)
+        interceptor.pool.submit(gate.wait, 10)
+        assert _arrive(interceptor)
+        assert bound.take(7) == 6
+        interceptor.pool.submit(gate.wait, 10)
+        assert bound.held == 8
+        assert not _arrive(interceptor)
+    finally:
+        gate.set()
+        interceptor.pool.shutdown(wait=True)
+    bound.release(6)
+    assert bound.held == 0
+
+
+def test_a_batch_of_exactly_the_room_left_passes_whole() -> None:
+    """3 of 8 held elsewhere: a batch of 5 comes in and takes 4 more units, all it wants; the
+    bound is then full and the next call is refused."""
+    interceptor = _interceptor(8)
+    bound, gate = interceptor.admission, threading.Event()
+    try:
+        assert bound.take(3) == 3
+        assert _arrive(interceptor)
+        interceptor.pool.submit(gate.wait, 10)
+        assert bound.take(4) == 4
+        assert bound.held == 8 and not _arrive(interceptor)
+    finally:
+        gate.set()
+        interceptor.pool.shutdown(wait=True)
+    bound.release(7)
+    assert bound.held == 0
+
+
+def test_a_call_to_no_such_method_keeps_no_place() -> None:
+    """A RulesService method the server lacks is let through to grpc's UNIMPLEMENTED and never
+    enters: a batch then finds the whole bound free."""
+    interceptor = _interceptor(8)
+    handler = interceptor.intercept_service(
+        lambda details: None, SimpleNamespace(method="/basra.v1.RulesService/Nothing")
+    )
+    assert handler is None
+    assert interceptor.admission.take(8) == 8
+    interceptor.pool.shutdown(wait=True)
