@@ -279,6 +279,40 @@ def test_items_past_the_admission_room_are_refused_overloaded(samples: list[byte
         server.close()
 
 
+def test_items_refused_for_load_are_counted_as_unary_calls_refused_for_load(
+    samples: list[bytes],
+) -> None:
+    """A unary Apply refused at admission, then two batch items refused OVERLOADED: each grows
+    the Apply series by one RESOURCE_EXHAUSTED call and one OVERLOADED refusal."""
+    server = start_sync(replace(CONFIG, admission_limit=5))
+    admission = server.built.admission.admission
+    try:
+        first = _apply_series(server)
+        assert admission.take(5) == 5
+        assert unary(server.channel, samples[0]).reason == "OVERLOADED"
+        admission.release(2)  # room for the batch's own unit and one item: two items left out
+        second = _apply_series(server)
+        seen = batched(server.channel, [samples[0]] * 4)
+        assert [s.reason for s in seen] == ["", "", "OVERLOADED", "OVERLOADED"]
+        by_unary, by_batch = _grown(first, second), _grown(second, _apply_series(server))
+    finally:
+        admission.release(3)
+        server.close()
+    refused = ("RESOURCE_EXHAUSTED", "OVERLOADED")
+    for grown, times in ((by_unary, 1), (by_batch, 2)):
+        assert [grown[key] for key in _refused_keys(*refused)] == [times, times]
+
+
+def _refused_keys(code: str, reason: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """The Apply series a refusal of this code and reason grows."""
+    call = (("grpc_method", "Apply"), ("grpc_service", "basra.v1.RulesService"))
+    handled = tuple(sorted((*call, ("grpc_type", "UNARY"), ("grpc_code", code))))
+    return [
+        ("grpc_server_handled_total", handled),
+        ("basra_refusals_total", (("grpc_method", "Apply"), ("reason", reason))),
+    ]
+
+
 class SlowApply(Handlers):
     """Handlers whose Apply takes 20 ms more: a batch of them outlasts a short deadline."""
 
