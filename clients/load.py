@@ -8,9 +8,9 @@ responses are not decoded, so the generator spends as little of a shared CPU as 
 
 It speaks plaintext, TLS or mutual TLS (ghz's insecure/cacert/cert/key/cname keys, or the
 TLS flags of clients/channels.py), and against a server that signs states it seals each
-request's state with the same keys (--signing-keys, --signing-keys-file or their BASRA_*
-variables, as `serve` takes them), since the states of the data files were never returned by
-that server.
+request's state (each item's, in a batch) with the same keys (--signing-keys,
+--signing-keys-file or their BASRA_* variables, as `serve` takes them), since the states of
+the data files were never returned by that server.
 """
 
 from __future__ import annotations
@@ -316,26 +316,57 @@ def encode_requests(cls: type[Message], items: Iterable[Mapping[str, Any]]) -> t
     return tuple(encoded)
 
 
+def _sealable(descriptor: Any) -> bool:
+    """Whether a message type carries a state that a signing server wants sealed."""
+    return {"state", "signed_state"} <= set(descriptor.fields_by_name)
+
+
+def _seal(request: Any, keyring: Keyring) -> None:
+    """Move a request's plain `state` into a `signed_state` under the keyring's first key."""
+    if not request.HasField("state"):
+        return
+    state = request.state.SerializeToString()
+    key_id, signature = keyring.sign(state)
+    request.ClearField("state")
+    request.signed_state.state = state
+    request.signed_state.key_id = key_id
+    request.signed_state.signature = signature
+
+
 def seal_states(
     cls: type[Message], requests: Sequence[bytes], keyring: Keyring
 ) -> tuple[bytes, ...]:
     """Move each request's plain `state` into a `signed_state` sealed with the keyring's first
-    key, as a server with those keys seals the states it returns (requests without one, or
-    of a type without `signed_state`, are left as they are)."""
-    if "signed_state" not in cls.DESCRIPTOR.fields_by_name:
+    key, as a server with those keys seals the states it returns; in a batch (a repeated field
+    of such requests, as BatchApplyRequest.requests), each item's. Requests without a state,
+    or of a type with none, are left as they are."""
+    descriptor = cls.DESCRIPTOR
+    itself = _sealable(descriptor)
+    items = [
+        f.name
+        for f in descriptor.fields
+        if f.message_type is not None and _sealable(f.message_type) and _repeated(f)
+    ]
+    if not itself and not items:
         return tuple(requests)
     sealed = []
     for data in requests:
         request: Any = cls.FromString(data)
-        if request.HasField("state"):
-            state = request.state.SerializeToString()
-            key_id, signature = keyring.sign(state)
-            request.ClearField("state")
-            request.signed_state.state = state
-            request.signed_state.key_id = key_id
-            request.signed_state.signature = signature
+        if itself:
+            _seal(request, keyring)
+        for name in items:
+            for item in getattr(request, name):
+                _seal(item, keyring)
         sealed.append(request.SerializeToString())
     return tuple(sealed)
+
+
+def _repeated(field: Any) -> bool:
+    """Whether a field is repeated (protobuf 5 and later name it is_repeated)."""
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is not None:
+        return bool(repeated)
+    return bool(field.label == field.LABEL_REPEATED)
 
 
 def go_code_name(code: grpc.StatusCode) -> str:

@@ -75,15 +75,36 @@ class Admission:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _shed_since_log: int = 0
     _last_log: float = 0.0
+    _admitted: int = 0
+    """1 from a call's admission to its enter(): its place, which a batch's take() must not
+    fill meanwhile. grpc's one polling thread admits and submits one call at a time, so a
+    call arriving finds the one before it entered (or never submitted): the mark is set, not
+    added to, and a call admitted but never submitted costs nothing past the next arrival."""
 
     def full(self) -> bool:
         """Whether a call arriving now must be refused."""
         return 0 < self.limit <= self.held
 
+    def admit(self) -> bool:
+        """Whether a call arriving now may come in; if so, keep its place until it enters
+        (decided and kept under the lock a batch's take() holds, so a call and a batch never
+        both pass when together they are past the bound)."""
+        with self._lock:
+            if 0 < self.limit <= self.held:
+                return False
+            self._admitted = 1
+            return True
+
     def enter(self) -> None:
-        """Count an admitted call as held."""
+        """Count an admitted call as held (the place admit() kept becomes its own)."""
         with self._lock:
             self.held += 1
+            self._admitted = 0
+
+    def enter_nothing(self) -> None:
+        """Give back the place admit() kept for a call that will not enter (no such method)."""
+        with self._lock:
+            self._admitted = 0
 
     def leave(self, stayed: float) -> None:
         """Count a held call as done after `stayed` seconds since its admission."""
@@ -95,7 +116,8 @@ class Admission:
         """Hold up to `wanted` more units now, as far as the bound has room; return how many
         (the items of a batch beyond its call's own unit)."""
         with self._lock:
-            room = wanted if self.limit == 0 else max(0, min(wanted, self.limit - self.held))
+            room = self.limit - self.held - self._admitted
+            room = wanted if self.limit == 0 else max(0, min(wanted, room))
             self.held += room
             return room
 
@@ -333,7 +355,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         self.taken_in += 1
         method = handler_call_details.method
         ours = method.startswith(RULES_PREFIX)
-        if ours and self.admission.full():
+        if ours and not self.admission.admit():
             refuser = self._refusers.get(method)
             if refuser is None:
                 handler = continuation(handler_call_details)
@@ -344,6 +366,8 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
             return refuser
         handler = continuation(handler_call_details)
         if handler is None:
+            if ours:
+                self.admission.enter_nothing()
             return None
         if ours:
             self.pool.arriving = method

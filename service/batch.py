@@ -184,6 +184,8 @@ class BatchApply:
 
     def _run(self, request: Any, context: grpc.ServicerContext) -> BatchAnswer:
         items = list(request.requests)
+        if self._tally is not None:
+            self._tally.observe_batch(len(items))
         if len(items) > self._max_items:
             raise too_many_items(len(items), self._max_items)
         # The call holds one unit already (its first item's); the others take what is left.

@@ -1,6 +1,6 @@
 """Prometheus metrics: plan-generation timing, standard gRPC server series, refusals by reason,
-the bot's time and work per suggestion, and the load a worker holds (calls held against the
-admission bound, the wait before work starts).
+the bot's time and work per suggestion, the requests per batch, and the load a worker holds
+(calls held against the admission bound, the wait before work starts).
 
 With several workers, prometheus-client runs in multiprocess mode: PROMETHEUS_MULTIPROC_DIR is
 set before any worker starts, each worker writes its values to files there, and the parent
@@ -53,6 +53,9 @@ NODES_BUCKETS = (0, 10, 100, 500, 1000, 2200, 5000, 10_000, 20_000, 100_000)
 _SUGGEST_FAMILIES = (SUGGEST_BUCKETS, DEALS_BUCKETS, NODES_BUCKETS)
 # The wait before work: from well under a millisecond (an idle worker) to past any deadline.
 WAIT_BUCKETS = HANDLING_BUCKETS
+# Requests per BatchApply call: powers of two up to past the default bound (64), then on to
+# the highest bound a server may set (--max-batch-items, 10,000).
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 10_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class Metrics:
     calls_held_limit: Gauge
     calls_arrived: Counter
     calls_taken_in: Counter
+    batch_items: Histogram
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
@@ -169,6 +173,13 @@ class Metrics:
                 "Calls a worker's server took in from gRPC core (its first interceptor saw them).",
                 registry=registry,
             ),
+            batch_items=Histogram(
+                "basra_batch_items",
+                "Requests per BatchApply call the service read, refused whole or not (each item "
+                "is also counted as an Apply call).",
+                buckets=BATCH_BUCKETS,
+                registry=registry,
+            ),
         )
 
 
@@ -204,6 +215,8 @@ class Tally:
         self._suggestions: dict[str, list[tuple[list[int], float]]] = {}
         self._wait_buckets = [0] * (len(WAIT_BUCKETS) + 1)
         self._wait_seconds = 0.0
+        self._batch_buckets = [0] * (len(BATCH_BUCKETS) + 1)
+        self._batch_items = 0
         self._held: Callable[[], int] | None = None
         self._intake: tuple[Callable[[], int], Callable[[], int], list[int]] | None = None
         self._flush_lock = threading.Lock()
@@ -270,6 +283,13 @@ class Tally:
             self._wait_buckets[index] += 1
             self._wait_seconds += seconds
 
+    def observe_batch(self, items: int) -> None:
+        """Count one BatchApply call of `items` requests."""
+        index = bisect_left(BATCH_BUCKETS, items)
+        with self._lock:
+            self._batch_buckets[index] += 1
+            self._batch_items += items
+
     def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
         """Count one suggestion: its time and its work (deals, nodes), by level."""
         values = (seconds, suggestion.deals, suggestion.nodes)
@@ -303,12 +323,17 @@ class Tally:
                 waits = (self._wait_buckets, self._wait_seconds)
                 self._wait_buckets = [0] * len(self._wait_buckets)
                 self._wait_seconds = 0.0
+                batches = (self._batch_buckets, self._batch_items)
+                self._batch_buckets = [0] * len(self._batch_buckets)
+                self._batch_items = 0
             family = self.metrics
             if self._held is not None:
                 family.calls_held.set(self._held())
             self._flush_intake()
             if any(waits[0]):
                 _add_to_histogram(family.queue_wait_seconds, *waits)
+            if any(batches[0]):
+                _add_to_histogram(family.batch_items, *batches)
             for labels, started, handled, buckets, seconds in methods:
                 if started:
                     family.started.labels(*labels).inc(started)
@@ -348,7 +373,8 @@ class Tally:
 
 
 def _add_to_histogram(histogram: MetricWrapperBase, buckets: list[int], seconds: float) -> None:
-    """Add bucket counts and a sum to a histogram, as that many observe() calls would."""
+    """Add bucket counts and a sum (seconds, or items) to a histogram, as that many observe()
+    calls would."""
     # prometheus-client has no public call for this; its Histogram keeps one value per bucket
     # (not cumulative, +Inf last) and one for the sum, which is what observe() increments.
     values = histogram._buckets  # type: ignore[attr-defined]

@@ -288,6 +288,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.rpc_cpu --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
+    ".venv/bin/python -m benchmarks.rpc_cpu --rounds 5 --json-out /tmp/rpc.json": Run(
+        extra=("--rounds", "1", "--scale", "0.05")
+    ),
     ".venv/bin/python -m benchmarks.call_end --rounds 7": Run(extra=("--rounds", "1")),
     ".venv/bin/python -m benchmarks.batch_bench --rounds 5 --json-out /tmp/batch.json": Run(
         extra=("--rounds", "1", "--items", "200")

@@ -112,6 +112,27 @@ def test_states_are_sealed_as_a_server_with_the_keys_seals_them() -> None:
     assert load.seal_states(pb.NewMatchRequest, news, keyring) == news
 
 
+def test_each_item_of_a_batch_is_sealed_as_a_unary_request_is() -> None:
+    """A BatchApplyRequest's items each get the signed_state a unary ApplyRequest of the same
+    item would get; an item without a state is left alone, and so is the batch's order."""
+    keyring = parse_keys("k2:" + base64.b64encode(bytes(range(32))).decode())
+    items = [
+        pb.ApplyRequest(state=pb.State(seq=3), expected_seq=3),
+        pb.ApplyRequest(expected_seq=9),
+        pb.ApplyRequest(state=pb.State(seq=5, dealer=1)),
+    ]
+    (data,) = load.seal_states(
+        pb.BatchApplyRequest,
+        (pb.BatchApplyRequest(requests=items).SerializeToString(),),
+        keyring,
+    )
+    alone = load.seal_states(pb.ApplyRequest, [i.SerializeToString() for i in items], keyring)
+    sealed = pb.BatchApplyRequest.FromString(data).requests
+    assert [item.SerializeToString() for item in sealed] == list(alone)
+    assert [item.HasField("signed_state") for item in sealed] == [True, False, True]
+    assert keyring.verify("k2", sealed[2].signed_state.state, sealed[2].signed_state.signature)
+
+
 def test_data_file_is_found_beside_the_config(tmp_path: Path) -> None:
     (tmp_path / "items.json").write_text(json.dumps([{"seed": "AQ=="}, {"seed": "Ag=="}]))
     raw = {"call": "a.B.C", "host": "h:1", "data-file": "items.json"}

@@ -5,8 +5,10 @@ ghz itself runs every config against a live server in test_ghz.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,3 +211,37 @@ def test_load_drives_batch_apply_through_reflection(server: ServedProcess, tmp_p
     report = json.loads(_load(server, tmp_path, raw, "--json"))
     assert report["count"] == 40
     assert report["statusCodeDistribution"] == {"OK": 40}
+
+
+def test_a_signed_batch_load_has_every_item_answered(tmp_path: Path) -> None:
+    """Against a server that signs, `load` with its keys seals each batch item's state: every
+    item of every batch is answered OK (the server's line of each batch counts its items'
+    outcomes); without the keys every item is refused, though each call is OK."""
+    keys = tmp_path / "keys"
+    keys.write_text("k1:" + base64.b64encode(bytes(range(32))).decode() + "\n")
+    served = harness.start(["--workers", "1"], env={"BASRA_SIGNING_KEYS_FILE": str(keys)}, cwd=REPO)
+    try:
+        raw = {
+            **_raw(GHZ_DIR / "batch_apply.json"),
+            "total": 30,
+            "concurrency": 4,
+            "connections": 2,
+        }
+        signed = _load(served, tmp_path, raw, "--json", "--signing-keys-file", str(keys))
+        assert json.loads(signed)["statusCodeDistribution"] == {"OK": 30}
+        assert _item_outcomes(served, 30) == {"OK": 30 * ghz_data.BATCH_ITEMS}
+        unsigned = _load(served, tmp_path, raw, "--json")
+        assert json.loads(unsigned)["statusCodeDistribution"] == {"OK": 30}
+        assert _item_outcomes(served, 60) - Counter({"OK": 30 * ghz_data.BATCH_ITEMS}) == {
+            "BAD_SIGNATURE": 30 * ghz_data.BATCH_ITEMS
+        }
+    finally:
+        assert served.stop() == 0
+
+
+def _item_outcomes(served: ServedProcess, batches: int) -> Counter[str]:
+    """The items' outcomes summed over the first `batches` BatchApply lines of the server."""
+    method = "basra.v1.RulesService/BatchApply"
+    served.wait_for("rpc", count=batches, method=method)
+    lines = served.find("rpc", method=method)[:batches]
+    return sum((Counter(line["outcomes"]) for line in lines), Counter())

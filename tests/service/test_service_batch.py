@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -18,8 +22,10 @@ from hypothesis import strategies as st
 
 from clients.refusals import error_infos
 from service import batch
+from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
 from service.handlers import Handlers
+from service.logs import make_logger
 from service.server import make_handlers
 from tests.service.service_support import InProcess, start_sync
 
@@ -273,6 +279,40 @@ def test_items_past_the_admission_room_are_refused_overloaded(samples: list[byte
         server.close()
 
 
+def test_items_refused_for_load_are_counted_as_unary_calls_refused_for_load(
+    samples: list[bytes],
+) -> None:
+    """A unary Apply refused at admission, then two batch items refused OVERLOADED: each grows
+    the Apply series by one RESOURCE_EXHAUSTED call and one OVERLOADED refusal."""
+    server = start_sync(replace(CONFIG, admission_limit=5))
+    admission = server.built.admission.admission
+    try:
+        first = _apply_series(server)
+        assert admission.take(5) == 5
+        assert unary(server.channel, samples[0]).reason == "OVERLOADED"
+        admission.release(2)  # room for the batch's own unit and one item: two items left out
+        second = _apply_series(server)
+        seen = batched(server.channel, [samples[0]] * 4)
+        assert [s.reason for s in seen] == ["", "", "OVERLOADED", "OVERLOADED"]
+        by_unary, by_batch = _grown(first, second), _grown(second, _apply_series(server))
+    finally:
+        admission.release(3)
+        server.close()
+    refused = ("RESOURCE_EXHAUSTED", "OVERLOADED")
+    for grown, times in ((by_unary, 1), (by_batch, 2)):
+        assert [grown[key] for key in _refused_keys(*refused)] == [times, times]
+
+
+def _refused_keys(code: str, reason: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """The Apply series a refusal of this code and reason grows."""
+    call = (("grpc_method", "Apply"), ("grpc_service", "basra.v1.RulesService"))
+    handled = tuple(sorted((*call, ("grpc_type", "UNARY"), ("grpc_code", code))))
+    return [
+        ("grpc_server_handled_total", handled),
+        ("basra_refusals_total", (("grpc_method", "Apply"), ("reason", reason))),
+    ]
+
+
 class SlowApply(Handlers):
     """Handlers whose Apply takes 20 ms more: a batch of them outlasts a short deadline."""
 
@@ -347,3 +387,149 @@ def test_answers_past_the_call_size_refuse_the_items_from_there_on(samples: list
     assert {s.reason for s in seen[first:]} == {"RESPONSE_TOO_LARGE"}
     assert dict(seen[first].metadata)["maxBytes"] == str(4 * ITEM_BYTES)
     assert sum(len(s.body) for s in seen) <= 4 * ITEM_BYTES
+
+
+# The series a unary Apply updates, by sample name; each is compared, label set by label set.
+APPLY_SERIES = (
+    "grpc_server_started_total",
+    "grpc_server_handled_total",
+    "grpc_server_handling_seconds_count",
+    "basra_refusals_total",
+    "basra_plan_generation_seconds_count",
+    "basra_states_received_total",
+)
+
+
+def _apply_series(server: InProcess) -> Counter[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Every sample of APPLY_SERIES outside the batch method's own, after a flush."""
+    server.tally.flush()
+    found: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+    for family in server.registry.collect():
+        for sample in family.samples:
+            if sample.name in APPLY_SERIES and sample.labels.get("grpc_method") != "BatchApply":
+                found[(sample.name, tuple(sorted(sample.labels.items())))] += int(sample.value)
+    return found
+
+
+def _grown(before: Counter[Any], after: Counter[Any]) -> dict[Any, int]:
+    return {key: after[key] - before[key] for key in after if after[key] != before[key]}
+
+
+def test_items_update_every_series_a_unary_apply_of_them_would(
+    server: InProcess, samples: list[bytes]
+) -> None:
+    """The samples one by one, then in one batch: the same growth of the per-method counters
+    by code, the refusals by reason, the plan timings and the seals taken, series by series."""
+    first = _apply_series(server)
+    for body in samples:
+        unary(server.channel, body)
+    second = _apply_series(server)
+    batched(server.channel, samples[:8])
+    batched(server.channel, samples[8:16])
+    batched(server.channel, samples[16:])
+    by_unary, by_batch = _grown(first, second), _grown(second, _apply_series(server))
+    assert by_batch == by_unary
+    reasons = {
+        dict(labels)["reason"] for name, labels in by_batch if name == "basra_refusals_total"
+    }
+    assert {"SEQ_MISMATCH", "BAD_SIGNATURE", "MALFORMED_REQUEST", "REQUEST_TOO_LARGE"} <= reasons
+    assert by_batch[("basra_plan_generation_seconds_count", ())] > 0
+
+
+def test_each_batch_is_counted_by_its_items(server: InProcess, samples: list[bytes]) -> None:
+    """basra_batch_items: one observation per batch read, refused whole or not, of its item
+    count (0, 3, 8, and 9 past the bound of 8)."""
+
+    def histogram() -> dict[str, float]:
+        server.tally.flush()
+        return {
+            f"{s.name}{s.labels.get('le', '')}": s.value
+            for family in server.registry.collect()
+            if family.name == "basra_batch_items"
+            for s in family.samples
+            if not s.name.endswith("_created")
+        }
+
+    before = histogram()
+    batched(server.channel, [])
+    batched(server.channel, [samples[0]] * 3)
+    batched(server.channel, [samples[0]] * 8)
+    _one_result(server, [samples[0]] * 9)
+    after = histogram()
+    grown = {key: after[key] - before.get(key, 0.0) for key in after}
+    assert grown["basra_batch_items_count"] == 4
+    assert grown["basra_batch_items_sum"] == 20
+    cumulative = {
+        le: grown[f"basra_batch_items_bucket{le}"] for le in ("1.0", "4.0", "8.0", "16.0")
+    }
+    assert cumulative == {"1.0": 1, "4.0": 2, "8.0": 3, "16.0": 4}
+
+
+def _interceptor(limit: int) -> AdmissionInterceptor:
+    """The admission interceptor of a worker with this bound, driven by the test as grpc's
+    polling thread would drive it (admit, then submit), with no server around it."""
+    logger = make_logger("warning", "json", io.StringIO())
+    return AdmissionInterceptor(Admission(limit), None, logger, 4, lambda seconds: None)
+
+
+def _arrive(interceptor: AdmissionInterceptor, method: str = APPLY) -> bool:
+    """A call arriving: whether the interceptor let it in (a refusal is a streaming handler
+    that answers OVERLOADED)."""
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: b"")
+    found = interceptor.intercept_service(
+        lambda details: handler if details.method == APPLY else None,
+        SimpleNamespace(method=method),
+    )
+    assert found is not None
+    return not found.request_streaming
+
+
+def test_a_call_let_in_keeps_its_place_from_a_batch_that_takes_room_before_it_enters() -> None:
+    """Batch A (8 items, the whole bound of 8) comes in and enters; call B comes in; A's items
+    take their room before grpc hands B to the pool. A gets 6 more units, not 7: with B's
+    place the worker holds 8, never 9, and the next call is refused."""
+    interceptor = _interceptor(8)
+    bound, gate = interceptor.admission, threading.Event()
+    try:
+        assert _arrive(interceptor)
+        interceptor.pool.submit(gate.wait, 10)
+        assert _arrive(interceptor)
+        assert bound.take(7) == 6
+        interceptor.pool.submit(gate.wait, 10)
+        assert bound.held == 8
+        assert not _arrive(interceptor)
+    finally:
+        gate.set()
+        interceptor.pool.shutdown(wait=True)
+    bound.release(6)
+    assert bound.held == 0
+
+
+def test_a_batch_of_exactly_the_room_left_passes_whole() -> None:
+    """3 of 8 held elsewhere: a batch of 5 comes in and takes 4 more units, all it wants; the
+    bound is then full and the next call is refused."""
+    interceptor = _interceptor(8)
+    bound, gate = interceptor.admission, threading.Event()
+    try:
+        assert bound.take(3) == 3
+        assert _arrive(interceptor)
+        interceptor.pool.submit(gate.wait, 10)
+        assert bound.take(4) == 4
+        assert bound.held == 8 and not _arrive(interceptor)
+    finally:
+        gate.set()
+        interceptor.pool.shutdown(wait=True)
+    bound.release(7)
+    assert bound.held == 0
+
+
+def test_a_call_to_no_such_method_keeps_no_place() -> None:
+    """A RulesService method the server lacks is let through to grpc's UNIMPLEMENTED and never
+    enters: a batch then finds the whole bound free."""
+    interceptor = _interceptor(8)
+    handler = interceptor.intercept_service(
+        lambda details: None, SimpleNamespace(method="/basra.v1.RulesService/Nothing")
+    )
+    assert handler is None
+    assert interceptor.admission.take(8) == 8
+    interceptor.pool.shutdown(wait=True)
