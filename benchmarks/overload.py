@@ -475,11 +475,13 @@ def run_phase(
 
 
 @contextlib.contextmanager
-def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]:
+def server_of(
+    variant: str, tree: Path | None, workers: int, health: bool = False
+) -> Iterator[Server]:
     """The server a variant names: `before` or `sync`, then `/flag=value` settings of
     `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the server's thread
     count, through benchmarks.bench_server (the service's own builder); `bare`, the plain
-    grpcio server."""
+    grpcio server. With `health`, `basra-rules serve` has its health port on."""
     if variant == BARE:
         with bare_server() as bare:
             yield bare
@@ -496,6 +498,8 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
             knobs += ["--switch-interval", value]
         else:
             flags += [f"--{key}", value]
+    if health and (threads or knobs or tree is not None):
+        raise ValueError(f"{variant}: the health port is probed on this tree's serve only")
     if threads or knobs:
         running = bench_server(
             workers,
@@ -506,7 +510,7 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
             flags=[*flags, *knobs],
         )
     else:
-        running = served(workers, "warning", metrics=True, flags=flags, tree=tree)
+        running = served(workers, "warning", metrics=True, flags=flags, tree=tree, health=health)
     with running as server:
         yield server
 

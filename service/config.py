@@ -160,6 +160,12 @@ class Config:
     metrics_port: int = setting(
         9464, PORT, "Prometheus HTTP port, path /metrics; 0 turns metrics off"
     )
+    health_port: int = setting(
+        8081,
+        PORT,
+        "plaintext gRPC port serving only grpc.health.v1, for probes that must not wait behind "
+        "work; 0 turns it off",
+    )
     workers: int = setting(1, Integer(1), "worker processes sharing the gRPC port (SO_REUSEPORT)")
     log_level: str = setting("info", Choice(LOG_LEVELS), "least severe log level written")
     log_format: str = setting("json", Choice(LOG_FORMATS), "log line format")

@@ -2,10 +2,11 @@
 
 As in grpc's multiprocessing example, the parent reserves the port with a bound (not
 listening) SO_REUSEPORT socket and starts the workers, which each run a whole gRPC server on
-that port; the kernel spreads connections across them. Workers are spawned, not forked, so no
-gRPC state ever crosses a fork. The parent never touches gRPC: it serves /metrics aggregated
-from every worker (prometheus-client multiprocess mode), replaces a worker that dies, and on
-SIGTERM forwards it to every worker and waits for them to drain.
+that port; the kernel spreads connections across them (the health port, service/health.py, the
+same way). Workers are spawned, not forked, so no gRPC state ever crosses a fork. The parent
+never touches gRPC: it serves /metrics aggregated from every worker (prometheus-client
+multiprocess mode), replaces a worker that dies, and on SIGTERM forwards it to every worker
+and waits for them to drain.
 """
 
 from __future__ import annotations
@@ -100,11 +101,18 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
 
 
 def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: Logger) -> None:
+    from service import health
     from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_sync
 
     stop = threading.Event()
     _on_stop_signals(stop.set)
     server = build_sync(config, observer, port)
+    # Started first and stopped last, it answers from the main server's own statuses: NOT_SERVING
+    # until that serves, and again from the start of its drain to its end.
+    probes = None
+    if config.health_port:
+        probes = health.build(config.host, config.health_port, server.health)
+        probes.start()
     server.start()
     ready.send(server.port)
     ready.close()
@@ -117,6 +125,8 @@ def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: 
     server.stop(
         config.grace_seconds, HANDLERS_SECONDS_TRACED if config.tracing else HANDLERS_SECONDS
     )
+    if probes is not None:
+        probes.stop()
     logger.info("worker stopped")
 
 
@@ -182,6 +192,16 @@ def supervise(config: Config, logger: Logger) -> int:
     except OSError as error:
         logger.error("cannot reserve the gRPC port", port=config.port, error=str(error))
         return 1
+    health_reservation = None
+    if config.health_port:
+        try:
+            health_reservation = reserve_port(config.host, config.health_port)
+        except OSError as error:
+            reservation.close()
+            logger.error(
+                "cannot reserve the health port", health_port=config.health_port, error=str(error)
+            )
+            return 1
     # Made once the port is ours, and removed by the `finally` below on every way out, so that
     # no failed start leaves a directory behind.
     own_dir = config.metrics_dir is None
@@ -189,6 +209,8 @@ def supervise(config: Config, logger: Logger) -> int:
         directory = metrics.prepare_directory(config.metrics_dir)
     except OSError as error:
         reservation.close()
+        if health_reservation is not None:
+            health_reservation.close()
         logger.error(
             "cannot use the metrics directory",
             metrics_dir=config.metrics_dir or "(a new temporary directory)",
@@ -223,6 +245,7 @@ def supervise(config: Config, logger: Logger) -> int:
         logger.info(
             "serving",
             port=port,
+            health_port=config.health_port or None,
             metrics_port=metrics_port,
             workers=len(workers),
             pids=[w.process.pid for w in workers.values()],
@@ -232,6 +255,8 @@ def supervise(config: Config, logger: Logger) -> int:
         return 0
     finally:
         reservation.close()
+        if health_reservation is not None:
+            health_reservation.close()
         if own_dir:
             shutil.rmtree(directory, ignore_errors=True)
 
