@@ -294,8 +294,8 @@ def drive_from(
     return together, cpu
 
 
-def _probe(target: str, stop: Any, out: Connection) -> None:
-    """Check health every PROBE_PERIOD on a new connection each time, as the kubelet does;
+def _probe(target: str, stop: Any, out: Connection, period: float = PROBE_PERIOD) -> None:
+    """Check health every `period` on a new connection each time, as the kubelet does;
     send back (seconds, ok) per probe when `stop` is set."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -313,19 +313,20 @@ def _probe(target: str, stop: Any, out: Connection) -> None:
             ok = False
         samples.append((time.perf_counter() - began, ok))
         number += 1
-        due += PROBE_PERIOD
+        due += period
         time.sleep(max(0.0, due - time.monotonic()))
     out.send(samples)
     out.close()
 
 
 @contextlib.contextmanager
-def probing(target: str) -> Iterator[list[tuple[float, bool]]]:
-    """Probe `target` from another process for the block; the list fills when it ends."""
+def probing(target: str, period: float = PROBE_PERIOD) -> Iterator[list[tuple[float, bool]]]:
+    """Probe `target` every `period` from another process for the block; the list fills when
+    it ends."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     reader, writer = context.Pipe(duplex=False)
-    process = context.Process(target=_probe, args=(target, stop, writer), daemon=True)
+    process = context.Process(target=_probe, args=(target, stop, writer, period), daemon=True)
     process.start()
     writer.close()
     samples: list[tuple[float, bool]] = []

@@ -138,16 +138,17 @@ def run_phase(
     seconds: float,
     rps: float | None,
     base: float,
+    probe_period: float = overload.PROBE_PERIOD,
 ) -> Phase:
     """Offer one phase's load with probes alongside; count what both sides saw."""
     before = overload.scrape(server)
     used = cpu_seconds(server.pids)
     with contextlib.ExitStack() as probers:
-        probes = probers.enter_context(overload.probing(server.address))
+        probes = probers.enter_context(overload.probing(server.address, probe_period))
         health: list[tuple[float, bool]] = []
         if server.health_port is not None:
             target = f"127.0.0.1:{server.health_port}"
-            health = probers.enter_context(overload.probing(target))
+            health = probers.enter_context(overload.probing(target, probe_period))
         report = ghz(server.address, rpc, seconds, rps)
     used = cpu_seconds(server.pids) - used
     time.sleep(overload.SCRAPE_DELAY)
@@ -183,7 +184,16 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
     phases: list[Phase] = []
     with overload.server_of(variant, tree, args.workers, args.health_port) as server:
         ghz(server.address, rpc, WARM_UP_SECONDS, None)
-        base = run_phase(server, variant, rpc, "capacity", seconds=args.seconds, rps=None, base=0.0)
+        base = run_phase(
+            server,
+            variant,
+            rpc,
+            "capacity",
+            seconds=args.seconds,
+            rps=None,
+            base=0.0,
+            probe_period=args.probe_period,
+        )
         phases.append(base)
         for factor in args.factors:
             time.sleep(overload.SETTLE_SECONDS)
@@ -198,6 +208,7 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
                     seconds=args.seconds,
                     rps=rate,
                     base=base.ok_per_second,
+                    probe_period=args.probe_period,
                 )
             )
     return phases
@@ -292,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tree", help="run the plain variants from a worktree of this revision")
     parser.add_argument("--json", type=Path, help="write every phase and the medians here")
+    parser.add_argument(
+        "--probe-period",
+        type=float,
+        default=overload.PROBE_PERIOD,
+        help="seconds between probes (0.5: a p99 of 16 probes in 8 s is their max)",
+    )
     parser.add_argument(
         "--health-port",
         action="store_true",

@@ -236,10 +236,10 @@ def start(
     `python -m clients.cli`, run from its own `cwd`, for a before-and-after benchmark). `env`
     is added to this process's environment (to nothing but `env` when `inherit_env` is false).
     With `metrics`, /metrics is served on a port held free until the server binds it; without,
-    metrics are off. With `health`, the health port is held the same way; without, it is off
-    (BASRA_HEALTH_PORT=0 unless `env` sets it, so that an older release, which knows no such
-    setting, starts all the same). At a quiet `log_level` (no "serving" line) the gRPC port
-    is held the same way and the server counts as started once its health check says SERVING.
+    metrics are off. With `health`, the health port is held the same way (without, it is as the
+    flags and `env` say: off by default). At a quiet `log_level` (no "serving" line) the gRPC
+    port is held the same way and the server counts as started once its health check says
+    SERVING.
     `program` is the `basra-rules` command to run (default: this environment's, `command()`;
     testkit.releases gives a previous release's).
     """
@@ -270,11 +270,7 @@ def start(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
-            env={
-                **(os.environ if inherit_env else {}),
-                "BASRA_HEALTH_PORT": "0",
-                **(env or {}),
-            },
+            env={**(os.environ if inherit_env else {}), **(env or {})},
             cwd=cwd,
         )
         served = ServedProcess(
