@@ -2,11 +2,12 @@
 
 As in grpc's multiprocessing example, the parent reserves the port with a bound (not
 listening) SO_REUSEPORT socket and starts the workers, which each run a whole gRPC server on
-that port; the kernel spreads connections across them (the health port, service/health.py, the
-same way). Workers are spawned, not forked, so no gRPC state ever crosses a fork. The parent
-never touches gRPC: it serves /metrics aggregated from every worker (prometheus-client
-multiprocess mode), replaces a worker that dies, and on SIGTERM forwards it to every worker
-and waits for them to drain.
+that port; the kernel spreads connections across them. Workers are spawned (fork and exec),
+so no gRPC state ever crosses a fork. The parent serves no RulesService call: it serves
+/metrics aggregated from every worker (prometheus-client multiprocess mode) and, with
+--health-port, the probes (service/health.py: its one gRPC server, which nothing else waits
+behind), replaces a worker that dies, and on SIGTERM forwards it to every worker and waits for
+them to drain.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import multiprocess
 
 from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
+
+if TYPE_CHECKING:
+    from service.health import ProbePort
 
 # How long a worker may take to import, build and start its server.
 STARTUP_SECONDS = 60.0
@@ -101,18 +105,11 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
 
 
 def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: Logger) -> None:
-    from service import health
     from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_sync
 
     stop = threading.Event()
     _on_stop_signals(stop.set)
     server = build_sync(config, observer, port)
-    # Started first and stopped last, it answers from the main server's own statuses: NOT_SERVING
-    # until that serves, and again from the start of its drain to its end.
-    probes = None
-    if config.health_port:
-        probes = health.build(config.host, config.health_port, server.health)
-        probes.start()
     server.start()
     ready.send(server.port)
     ready.close()
@@ -125,8 +122,6 @@ def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: 
     server.stop(
         config.grace_seconds, HANDLERS_SECONDS_TRACED if config.tracing else HANDLERS_SECONDS
     )
-    if probes is not None:
-        probes.stop()
     logger.info("worker stopped")
 
 
@@ -180,10 +175,13 @@ def supervise(config: Config, logger: Logger) -> int:
     """Run the workers until SIGTERM/SIGINT; return the process exit code."""
     workers: dict[int, Worker] = {}
     stopping = threading.Event()
+    probes: ProbePort | None = None
 
     def stop() -> None:
         # Forward at once, so every worker reports NOT_SERVING as early as possible.
         stopping.set()
+        if probes is not None:
+            probes.draining()
         _signal_all(workers, signal.SIGTERM)
 
     _on_stop_signals(stop)
@@ -192,16 +190,19 @@ def supervise(config: Config, logger: Logger) -> int:
     except OSError as error:
         logger.error("cannot reserve the gRPC port", port=config.port, error=str(error))
         return 1
-    health_reservation = None
     if config.health_port:
+        from service.health import ProbePort  # gRPC in the parent only for the probes
+
         try:
-            health_reservation = reserve_port(config.host, config.health_port)
+            probes = ProbePort(config.host, config.health_port)
         except OSError as error:
             reservation.close()
             logger.error(
-                "cannot reserve the health port", health_port=config.health_port, error=str(error)
+                "cannot serve the health port", health_port=config.health_port, error=str(error)
             )
             return 1
+        if stopping.is_set():  # SIGTERM came while the port was being set up
+            probes.draining()
     # Made once the port is ours, and removed by the `finally` below on every way out, so that
     # no failed start leaves a directory behind.
     own_dir = config.metrics_dir is None
@@ -209,8 +210,8 @@ def supervise(config: Config, logger: Logger) -> int:
         directory = metrics.prepare_directory(config.metrics_dir)
     except OSError as error:
         reservation.close()
-        if health_reservation is not None:
-            health_reservation.close()
+        if probes is not None:
+            probes.stop()
         logger.error(
             "cannot use the metrics directory",
             metrics_dir=config.metrics_dir or "(a new temporary directory)",
@@ -242,6 +243,8 @@ def supervise(config: Config, logger: Logger) -> int:
             stop()
             _drain(workers, config, logger)
             return 1
+        if probes is not None:
+            probes.serving(True)
         logger.info(
             "serving",
             port=port,
@@ -250,13 +253,21 @@ def supervise(config: Config, logger: Logger) -> int:
             workers=len(workers),
             pids=[w.process.pid for w in workers.values()],
         )
-        _watch(workers, config, port=port, directory=directory, stopping=stopping, logger=logger)
+        _watch(
+            workers,
+            config,
+            port=port,
+            directory=directory,
+            stopping=stopping,
+            logger=logger,
+            probes=probes,
+        )
         _drain(workers, config, logger)
         return 0
     finally:
         reservation.close()
-        if health_reservation is not None:
-            health_reservation.close()
+        if probes is not None:
+            probes.stop()
         if own_dir:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -269,8 +280,10 @@ def _watch(
     directory: str,
     stopping: threading.Event,
     logger: Logger,
+    probes: ProbePort | None = None,
 ) -> None:
-    """Replace workers that die until asked to stop."""
+    """Replace workers that die until asked to stop; while none is alive, the probes say
+    NOT_SERVING."""
     while not stopping.is_set():
         by_sentinel = {w.process.sentinel: w for w in workers.values()}
         for sentinel in wait(list(by_sentinel), POLL_SECONDS):
@@ -283,12 +296,17 @@ def _watch(
             )
             if dead.process.pid is not None:
                 multiprocess.mark_process_dead(dead.process.pid, directory)  # type: ignore[no-untyped-call]
+            alive = any(w.process.is_alive() for w in workers.values() if w is not dead)
+            if probes is not None and not alive:
+                probes.serving(False)
             try:
                 workers[dead.slot] = _start_worker(config, port, dead.slot)
             except StartupError as error:
                 logger.error("replacement worker failed to start", error=str(error))
                 time.sleep(1.0)  # the dead entry stays; it is retried on the next round
                 continue
+            if probes is not None:
+                probes.serving(True)
             logger.info("worker replaced", pid=workers[dead.slot].process.pid)
             if stopping.is_set():
                 _signal_all(workers, signal.SIGTERM)
