@@ -5,7 +5,7 @@ queue with the calls that come faster than the worker takes them in, then for th
 interpreter lock, held by its busy threads. A server of the worker's own on a second port
 skips the queue but not the lock, and still missed p99 <= 100 ms at 4x SuggestMove; the
 supervisor's interpreter is idle, and answers in tens of milliseconds at the same load
-(BENCHMARKS.md, "Probes").
+(docs/capacity.md, "Probes").
 
 It serves grpc.health.v1 only (no reflection, no RulesService), always in plaintext: the
 kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the statuses. They are

@@ -469,12 +469,16 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     engine.run(*run_args)
     _wait_serving(target, engine, name)
     timings.since("start to SERVING", start)
-    # The chart's three probes, as the kubelet makes them: gRPC health on the health port.
+    # The chart's three probes, as the kubelet makes them: gRPC health on the health port,
+    # which turns SERVING once both workers serve (the startup probe asks until it does).
+    serving = health_pb2.HealthCheckResponse.SERVING
+    deadline = time.monotonic() + SERVING_SECONDS
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         action = chart.probes[probe]["grpc"]
         assert action["port"] == int(chart.env["BASRA_HEALTH_PORT"]), probe
-        serving = health_pb2.HealthCheckResponse.SERVING
-        assert _health(f"127.0.0.1:{health_port}", action["service"]) == serving, probe
+        while _health(f"127.0.0.1:{health_port}", action["service"]) != serving:
+            assert probe == "startupProbe" and time.monotonic() < deadline, probe
+            time.sleep(0.05)
 
     # Every RPC through reflection, v1 and v1alpha, with types from the reflected descriptors.
     with grpc.insecure_channel(target) as channel:
