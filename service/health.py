@@ -7,8 +7,9 @@ skips the queue but not the lock, and still missed p99 <= 100 ms at 4x SuggestMo
 supervisor's interpreter is idle, and answers in tens of milliseconds at the same load
 (docs/capacity.md, "Probes").
 
-It serves grpc.health.v1 only (no reflection, no RulesService), always in plaintext: the
-kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the statuses. They are
+It serves grpc.health.v1's Check only (no Watch, no reflection, no RulesService), always in
+plaintext: the kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the
+statuses. They are
 the supervisor's view of its workers, following the same events as each worker's own statuses
 on the gRPC port: NOT_SERVING until every worker serves (a worker reports that it serves once
 its server has started and said SERVING), NOT_SERVING while no worker is alive (until a
@@ -20,6 +21,7 @@ here, as the supervisor cannot tell it from a busy one.
 from __future__ import annotations
 
 from concurrent import futures
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -34,13 +36,23 @@ _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
+class _ChecksOnly(health.HealthServicer):
+    """The health service without Watch: probes only Check. A watch is a stream the servicer
+    answers under its lock, and grpc_health can deadlock when one closes while the drain sets
+    NOT_SERVING; clients that watch (client-side health checking) ask the gRPC port."""
+
+    def Watch(self, request: Any, context: Any, send_response_callback: Any = None) -> Any:  # noqa: N802
+        """Refused: UNIMPLEMENTED."""
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "Watch is served on the gRPC port only")
+
+
 class ProbePort:
     """The supervisor's health server and the statuses it answers with."""
 
     def __init__(self, host: str, port: int) -> None:
         """Listen on `host`:`port` in plaintext, NOT_SERVING for every name; refuse clearly
         (OSError) when the port cannot be had."""
-        self.servicer = health.HealthServicer(experimental_non_blocking=True)
+        self.servicer = _ChecksOnly(experimental_non_blocking=False)
         for name in HEALTH_NAMES:
             self.servicer.set(name, _NOT_SERVING)
         pool = futures.ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="health")

@@ -90,13 +90,20 @@ def test_the_health_port_answers_while_no_thread_of_any_worker_can_run() -> None
 
 
 def test_the_health_port_serves_health_only() -> None:
-    """No RulesService and no reflection on the health port; an unknown name is NOT_FOUND."""
+    """No RulesService, no reflection and no Watch on the health port; an unknown name is
+    NOT_FOUND."""
     with _served("--workers", "1") as server:
         with _fresh_channel(server.health_target) as channel:
             for path in (APPLY, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"):
                 with pytest.raises(grpc.RpcError) as refused:
                     channel.unary_unary(path, None, None)(b"", timeout=WAIT)
                 assert refused.value.code() is grpc.StatusCode.UNIMPLEMENTED, path
+            watch = health_pb2_grpc.HealthStub(channel).Watch(
+                health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=WAIT
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                next(watch)
+            assert refused.value.code() is grpc.StatusCode.UNIMPLEMENTED  # watches: gRPC port
         with pytest.raises(grpc.RpcError) as unknown:
             _check(server.health_target, "basra.v1.NoSuchService")
         assert unknown.value.code() is grpc.StatusCode.NOT_FOUND
