@@ -294,8 +294,8 @@ def drive_from(
     return together, cpu
 
 
-def _probe(target: str, stop: Any, out: Connection) -> None:
-    """Check health every PROBE_PERIOD on a new connection each time, as the kubelet does;
+def _probe(target: str, stop: Any, out: Connection, period: float = PROBE_PERIOD) -> None:
+    """Check health every `period` on a new connection each time, as the kubelet does;
     send back (seconds, ok) per probe when `stop` is set."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -313,19 +313,20 @@ def _probe(target: str, stop: Any, out: Connection) -> None:
             ok = False
         samples.append((time.perf_counter() - began, ok))
         number += 1
-        due += PROBE_PERIOD
+        due += period
         time.sleep(max(0.0, due - time.monotonic()))
     out.send(samples)
     out.close()
 
 
 @contextlib.contextmanager
-def probing(target: str) -> Iterator[list[tuple[float, bool]]]:
-    """Probe `target` from another process for the block; the list fills when it ends."""
+def probing(target: str, period: float = PROBE_PERIOD) -> Iterator[list[tuple[float, bool]]]:
+    """Probe `target` every `period` from another process for the block; the list fills when
+    it ends."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     reader, writer = context.Pipe(duplex=False)
-    process = context.Process(target=_probe, args=(target, stop, writer), daemon=True)
+    process = context.Process(target=_probe, args=(target, stop, writer, period), daemon=True)
     process.start()
     writer.close()
     samples: list[tuple[float, bool]] = []
@@ -475,11 +476,13 @@ def run_phase(
 
 
 @contextlib.contextmanager
-def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]:
+def server_of(
+    variant: str, tree: Path | None, workers: int, health: bool = False
+) -> Iterator[Server]:
     """The server a variant names: `before` or `sync`, then `/flag=value` settings of
     `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the server's thread
     count, through benchmarks.bench_server (the service's own builder); `bare`, the plain
-    grpcio server."""
+    grpcio server. With `health`, `basra-rules serve` has its health port on."""
     if variant == BARE:
         with bare_server() as bare:
             yield bare
@@ -496,6 +499,8 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
             knobs += ["--switch-interval", value]
         else:
             flags += [f"--{key}", value]
+    if health and (threads or knobs or tree is not None):
+        raise ValueError(f"{variant}: the health port is probed on this tree's serve only")
     if threads or knobs:
         running = bench_server(
             workers,
@@ -506,7 +511,7 @@ def server_of(variant: str, tree: Path | None, workers: int) -> Iterator[Server]
             flags=[*flags, *knobs],
         )
     else:
-        running = served(workers, "warning", metrics=True, flags=flags, tree=tree)
+        running = served(workers, "warning", metrics=True, flags=flags, tree=tree, health=health)
     with running as server:
         yield server
 

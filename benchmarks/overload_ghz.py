@@ -12,6 +12,9 @@ Per phase: goodput (OK calls per second over the capacity's), the callers' outco
 by reason (from the status message: ghz keeps no ErrorInfo), the server's own counts over the
 phase (/metrics before and after: codes and refusals by reason), and health probes from another
 process every 0.5 s on a new connection each (benchmarks.overload.probing): p99 and max.
+With `--health-port`, the server has its health port on (service/health.py) and a second
+prober, in a process of its own, probes that port alongside the main port's, in the same
+phase (`health probe` p99 and max).
 The calls ghz still has in flight when a phase ends are cut by ghz itself (UNAVAILABLE "use of
 closed network connection" or "transport is closing", or CANCELLED "client connection is
 closing"); they are listed apart as `cut by ghz`, and the server counts them as their clients
@@ -23,6 +26,7 @@ uncommitted work in a shared checkout does not enter the figures).
 
     .venv/bin/python -m benchmarks.overload_ghz --runs 3 --json overload-ghz.json
     .venv/bin/python -m benchmarks.overload_ghz --variants sync --rpcs Apply --seconds 5
+    .venv/bin/python -m benchmarks.overload_ghz --runs 3 --health-port --factors 4
 """
 
 from __future__ import annotations
@@ -118,6 +122,10 @@ class Phase:
     probe_p99_ms: float
     probe_max_ms: float
     probe_failures: int
+    health_probe_p99_ms: float
+    health_probe_max_ms: float
+    health_probe_failures: int
+    """The health port's probes (0 without --health-port)."""
     load: str
 
 
@@ -130,11 +138,17 @@ def run_phase(
     seconds: float,
     rps: float | None,
     base: float,
+    probe_period: float = overload.PROBE_PERIOD,
 ) -> Phase:
     """Offer one phase's load with probes alongside; count what both sides saw."""
     before = overload.scrape(server)
     used = cpu_seconds(server.pids)
-    with overload.probing(server.address) as probes:
+    with contextlib.ExitStack() as probers:
+        probes = probers.enter_context(overload.probing(server.address, probe_period))
+        health: list[tuple[float, bool]] = []
+        if server.health_port is not None:
+            target = f"127.0.0.1:{server.health_port}"
+            health = probers.enter_context(overload.probing(target, probe_period))
         report = ghz(server.address, rpc, seconds, rps)
     used = cpu_seconds(server.pids) - used
     time.sleep(overload.SCRAPE_DELAY)
@@ -142,6 +156,7 @@ def run_phase(
     codes, reasons, cut = outcomes(report)
     ok = codes.get("OK", 0) / seconds
     waits = sorted(s for s, _ in probes)
+    health_waits = sorted(s for s, _ in health)
     return Phase(
         variant=variant,
         rpc=rpc,
@@ -157,6 +172,9 @@ def run_phase(
         probe_p99_ms=percentile(waits, 0.99) * 1000 if waits else 0.0,
         probe_max_ms=waits[-1] * 1000 if waits else 0.0,
         probe_failures=sum(1 for _, good in probes if not good),
+        health_probe_p99_ms=percentile(health_waits, 0.99) * 1000 if health_waits else 0.0,
+        health_probe_max_ms=health_waits[-1] * 1000 if health_waits else 0.0,
+        health_probe_failures=sum(1 for _, good in health if not good),
         load=" ".join(load_average()),
     )
 
@@ -164,9 +182,18 @@ def run_phase(
 def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace) -> list[Phase]:
     """Capacity, then each overload factor, on a fresh server of `variant`."""
     phases: list[Phase] = []
-    with overload.server_of(variant, tree, args.workers) as server:
+    with overload.server_of(variant, tree, args.workers, args.health_port) as server:
         ghz(server.address, rpc, WARM_UP_SECONDS, None)
-        base = run_phase(server, variant, rpc, "capacity", seconds=args.seconds, rps=None, base=0.0)
+        base = run_phase(
+            server,
+            variant,
+            rpc,
+            "capacity",
+            seconds=args.seconds,
+            rps=None,
+            base=0.0,
+            probe_period=args.probe_period,
+        )
         phases.append(base)
         for factor in args.factors:
             time.sleep(overload.SETTLE_SECONDS)
@@ -181,6 +208,7 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
                     seconds=args.seconds,
                     rps=rate,
                     base=base.ok_per_second,
+                    probe_period=args.probe_period,
                 )
             )
     return phases
@@ -195,7 +223,18 @@ def line(phase: Phase) -> str:
         f"{phase.offered_per_second:6.0f} ok/s {phase.ok_per_second:6.0f} goodput "
         f"{phase.goodput:4.2f} | callers [{reasons}] cut by ghz {phase.cut_by_ghz} | server "
         f"[{server}] cpu {phase.server_cpu_seconds:.1f} s | probe p99 {phase.probe_p99_ms:.0f} "
-        f"max {phase.probe_max_ms:.0f} ms fail {phase.probe_failures} | load {phase.load}"
+        f"max {phase.probe_max_ms:.0f} ms fail {phase.probe_failures}{_health_part(phase)} "
+        f"| load {phase.load}"
+    )
+
+
+def _health_part(phase: Phase) -> str:
+    """The health port's probes, when they were measured."""
+    if not (phase.health_probe_max_ms or phase.health_probe_failures):
+        return ""
+    return (
+        f" | health probe p99 {phase.health_probe_p99_ms:.0f} max "
+        f"{phase.health_probe_max_ms:.0f} ms fail {phase.health_probe_failures}"
     )
 
 
@@ -207,7 +246,8 @@ def medians(phases: Sequence[Phase]) -> list[dict[str, Any]]:
     rows = []
     for (variant, rpc, name), runs in groups.items():
         row: dict[str, Any] = {"variant": variant, "rpc": rpc, "phase": name, "runs": len(runs)}
-        for key in ("ok_per_second", "goodput", "probe_p99_ms", "probe_max_ms"):
+        keys = ("ok_per_second", "goodput", "probe_p99_ms", "probe_max_ms")
+        for key in (*keys, "health_probe_p99_ms", "health_probe_max_ms"):
             row[key] = statistics.median(getattr(run, key) for run in runs)
         reasons: Counter[str] = Counter()
         server: dict[str, float] = {}
@@ -228,8 +268,9 @@ def medians(phases: Sequence[Phase]) -> list[dict[str, Any]]:
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """The medians as a Markdown table."""
     out = [
-        "| variant | RPC | load | goodput | probe p99 / max | callers' refusals | server's |",
-        "|---|---|---|---|---|---|---|",
+        "| variant | RPC | load | goodput | probe p99 / max | health port p99 / max "
+        "| callers' refusals | server's |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         callers = ", ".join(f"{k} {v}" for k, v in row["callers_per_run"].items())
@@ -239,9 +280,16 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         out.append(
             f"| {row['variant']} | {row['rpc']} | {row['phase']} | {row['goodput']:.2f} "
             f"| {row['probe_p99_ms']:.0f} / {row['probe_max_ms']:.0f} ms "
-            f"| {callers or '-'} | {server or '-'} |"
+            f"| {_health_cell(row)} | {callers or '-'} | {server or '-'} |"
         )
     return "\n".join(out)
+
+
+def _health_cell(row: dict[str, Any]) -> str:
+    """The health port's probe p99 / max, or "-" when it was not probed."""
+    if not row["health_probe_max_ms"]:
+        return "-"
+    return f"{row['health_probe_p99_ms']:.0f} / {row['health_probe_max_ms']:.0f} ms"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,6 +303,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tree", help="run the plain variants from a worktree of this revision")
     parser.add_argument("--json", type=Path, help="write every phase and the medians here")
+    parser.add_argument(
+        "--probe-period",
+        type=float,
+        default=overload.PROBE_PERIOD,
+        help="seconds between probes (0.5: a p99 of 16 probes in 8 s is their max)",
+    )
+    parser.add_argument(
+        "--health-port",
+        action="store_true",
+        help="turn the server's health port on and probe it too, beside the main port",
+    )
     args = parser.parse_args(argv)
     args.factors = args.factors or [2.0, 4.0]
     started = now()

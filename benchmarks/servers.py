@@ -81,6 +81,8 @@ class Server:
     pids: tuple[int, ...]
     metrics_port: int | None = None
     """The /metrics port of `basra-rules serve` (None: off, or a bench server)."""
+    health_port: int | None = None
+    """The health port of `basra-rules serve` (None: off, or a bench server)."""
 
 
 @contextmanager
@@ -177,9 +179,11 @@ def served(
     flags: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     tree: Path | None = None,
+    health: bool = False,
 ) -> Iterator[Server]:
     """Run `basra-rules serve` itself (testkit's launcher) until the block ends; with `tree`,
-    the server of that checkout (`python -m clients.cli` from it, its gen/ first on the path)."""
+    the server of that checkout (`python -m clients.cli` from it, its gen/ first on the path);
+    with `health`, its health port on."""
     flags = ["--workers", str(workers), *flags]
     program = None
     if tree is not None:
@@ -192,6 +196,7 @@ def served(
         cwd=tree or ROOT,
         keep_calls=False,
         metrics=metrics,
+        health=health,
         env=env,
         program=program,
     )
@@ -200,7 +205,8 @@ def served(
         deadline = time.monotonic() + STARTUP_SECONDS
         while len(running.workers()) < workers and time.monotonic() < deadline:
             time.sleep(0.05)
-        yield Server(running.target, (running.pid, *descendants(running.pid)), running.metrics_port)
+        pids = (running.pid, *descendants(running.pid))
+        yield Server(running.target, pids, running.metrics_port, running.health_port)
     finally:
         running.stop()
 

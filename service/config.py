@@ -160,6 +160,15 @@ class Config:
     metrics_port: int = setting(
         9464, PORT, "Prometheus HTTP port, path /metrics; 0 turns metrics off"
     )
+    # Off unless asked for, so that a server started on free ports (tests, examples, a second
+    # server on one machine) needs no flag of its own for it; the chart and the manifests, whose
+    # probes use it, turn it on at 8081.
+    health_port: int = setting(
+        0,
+        PORT,
+        "port of a server of its own answering grpc.health.v1 only, in plaintext, for probes "
+        "that must not wait behind the work; 0 turns it off",
+    )
     workers: int = setting(1, Integer(1), "worker processes sharing the gRPC port (SO_REUSEPORT)")
     log_level: str = setting("info", Choice(LOG_LEVELS), "least severe log level written")
     log_format: str = setting("json", Choice(LOG_FORMATS), "log line format")

@@ -2,10 +2,12 @@
 
 As in grpc's multiprocessing example, the parent reserves the port with a bound (not
 listening) SO_REUSEPORT socket and starts the workers, which each run a whole gRPC server on
-that port; the kernel spreads connections across them. Workers are spawned, not forked, so no
-gRPC state ever crosses a fork. The parent never touches gRPC: it serves /metrics aggregated
-from every worker (prometheus-client multiprocess mode), replaces a worker that dies, and on
-SIGTERM forwards it to every worker and waits for them to drain.
+that port; the kernel spreads connections across them. Workers are spawned (fork and exec),
+so no gRPC state ever crosses a fork. The parent serves no RulesService call: it serves
+/metrics aggregated from every worker (prometheus-client multiprocess mode) and, with
+--health-port, the probes (service/health.py: its one gRPC server, which nothing else waits
+behind), replaces a worker that dies, and on SIGTERM forwards it to every worker and waits for
+them to drain.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import multiprocess
 
 from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
+
+if TYPE_CHECKING:
+    from service.health import ProbePort
 
 # How long a worker may take to import, build and start its server.
 STARTUP_SECONDS = 60.0
@@ -170,10 +175,13 @@ def supervise(config: Config, logger: Logger) -> int:
     """Run the workers until SIGTERM/SIGINT; return the process exit code."""
     workers: dict[int, Worker] = {}
     stopping = threading.Event()
+    probes: ProbePort | None = None
 
     def stop() -> None:
         # Forward at once, so every worker reports NOT_SERVING as early as possible.
         stopping.set()
+        if probes is not None:
+            probes.draining()
         _signal_all(workers, signal.SIGTERM)
 
     _on_stop_signals(stop)
@@ -182,6 +190,19 @@ def supervise(config: Config, logger: Logger) -> int:
     except OSError as error:
         logger.error("cannot reserve the gRPC port", port=config.port, error=str(error))
         return 1
+    if config.health_port:
+        from service.health import ProbePort  # gRPC in the parent only for the probes
+
+        try:
+            probes = ProbePort(config.host, config.health_port)
+        except OSError as error:
+            reservation.close()
+            logger.error(
+                "cannot serve the health port", health_port=config.health_port, error=str(error)
+            )
+            return 1
+        if stopping.is_set():  # SIGTERM came while the port was being set up
+            probes.draining()
     # Made once the port is ours, and removed by the `finally` below on every way out, so that
     # no failed start leaves a directory behind.
     own_dir = config.metrics_dir is None
@@ -189,6 +210,8 @@ def supervise(config: Config, logger: Logger) -> int:
         directory = metrics.prepare_directory(config.metrics_dir)
     except OSError as error:
         reservation.close()
+        if probes is not None:
+            probes.stop()
         logger.error(
             "cannot use the metrics directory",
             metrics_dir=config.metrics_dir or "(a new temporary directory)",
@@ -220,18 +243,31 @@ def supervise(config: Config, logger: Logger) -> int:
             stop()
             _drain(workers, config, logger)
             return 1
+        if probes is not None:
+            probes.serving(True)
         logger.info(
             "serving",
             port=port,
+            health_port=config.health_port or None,
             metrics_port=metrics_port,
             workers=len(workers),
             pids=[w.process.pid for w in workers.values()],
         )
-        _watch(workers, config, port=port, directory=directory, stopping=stopping, logger=logger)
+        _watch(
+            workers,
+            config,
+            port=port,
+            directory=directory,
+            stopping=stopping,
+            logger=logger,
+            probes=probes,
+        )
         _drain(workers, config, logger)
         return 0
     finally:
         reservation.close()
+        if probes is not None:
+            probes.stop()
         if own_dir:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -244,8 +280,10 @@ def _watch(
     directory: str,
     stopping: threading.Event,
     logger: Logger,
+    probes: ProbePort | None = None,
 ) -> None:
-    """Replace workers that die until asked to stop."""
+    """Replace workers that die until asked to stop; while none is alive, the probes say
+    NOT_SERVING."""
     while not stopping.is_set():
         by_sentinel = {w.process.sentinel: w for w in workers.values()}
         for sentinel in wait(list(by_sentinel), POLL_SECONDS):
@@ -258,12 +296,17 @@ def _watch(
             )
             if dead.process.pid is not None:
                 multiprocess.mark_process_dead(dead.process.pid, directory)  # type: ignore[no-untyped-call]
+            alive = any(w.process.is_alive() for w in workers.values() if w is not dead)
+            if probes is not None and not alive:
+                probes.serving(False)
             try:
                 workers[dead.slot] = _start_worker(config, port, dead.slot)
             except StartupError as error:
                 logger.error("replacement worker failed to start", error=str(error))
                 time.sleep(1.0)  # the dead entry stays; it is retried on the next round
                 continue
+            if probes is not None:
+                probes.serving(True)
             logger.info("worker replaced", pid=workers[dead.slot].process.pid)
             if stopping.is_set():
                 _signal_all(workers, signal.SIGTERM)

@@ -90,6 +90,8 @@ class ServedProcess:
     port: int = 0
     metrics_port: int | None = None
     """The /metrics port (None: metrics off)."""
+    health_port: int | None = None
+    """The health port (None: off)."""
     raw: list[str] = field(default_factory=list)
     lines: list[dict[str, Any]] = field(default_factory=list)
     arrived: threading.Condition = field(default_factory=threading.Condition)
@@ -101,6 +103,12 @@ class ServedProcess:
     def target(self) -> str:
         """The address clients dial."""
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def health_target(self) -> str:
+        """The address probes dial: the health port."""
+        assert self.health_port is not None, "started without health=True"
+        return f"{LOOPBACK}:{self.health_port}"
 
     @property
     def pid(self) -> int:
@@ -218,6 +226,7 @@ def start(
     cwd: str | Path | None = None,
     log_level: str = "info",
     metrics: bool = False,
+    health: bool = False,
     keep_calls: bool = True,
     program: Sequence[str] | None = None,
 ) -> ServedProcess:
@@ -227,8 +236,10 @@ def start(
     `python -m clients.cli`, run from its own `cwd`, for a before-and-after benchmark). `env`
     is added to this process's environment (to nothing but `env` when `inherit_env` is false).
     With `metrics`, /metrics is served on a port held free until the server binds it; without,
-    metrics are off. At a quiet `log_level` (no "serving" line) the gRPC port
-    is held the same way and the server counts as started once its health check says SERVING.
+    metrics are off. With `health`, the health port is held the same way (without, it is as the
+    flags and `env` say: off by default). At a quiet `log_level` (no "serving" line) the gRPC
+    port is held the same way and the server counts as started once its health check says
+    SERVING.
     `program` is the `basra-rules` command to run (default: this environment's, `command()`;
     testkit.releases gives a previous release's).
     """
@@ -236,6 +247,8 @@ def start(
         quiet = log_level in QUIET_LEVELS
         port = holding.enter_context(reserved_port()) if quiet else 0
         metrics_port = holding.enter_context(reserved_port()) if metrics else 0
+        health_port = holding.enter_context(reserved_port()) if health else 0
+        health_flags = ["--health-port", str(health_port)] if health else []
         process = subprocess.Popen(
             [
                 *(program or command()),
@@ -250,6 +263,7 @@ def start(
                 "json",
                 "--log-level",
                 log_level,
+                *health_flags,
                 *flags,
             ],
             stdout=subprocess.PIPE,
@@ -259,7 +273,9 @@ def start(
             env={**(os.environ if inherit_env else {}), **(env or {})},
             cwd=cwd,
         )
-        served = ServedProcess(process, port, metrics_port or None, keep_calls=keep_calls)
+        served = ServedProcess(
+            process, port, metrics_port or None, health_port or None, keep_calls=keep_calls
+        )
         served.reader = threading.Thread(target=served._read, name="server-log", daemon=True)
         served.reader.start()
         try:

@@ -36,6 +36,7 @@ CONTRACT_DEFAULTS: Mapping[str, str] = {
     "BASRA_HOST": "[::]",
     "BASRA_PORT": "50051",
     "BASRA_METRICS_PORT": "9464",
+    "BASRA_HEALTH_PORT": "0",
     "BASRA_WORKERS": "1",
     "BASRA_LOG_LEVEL": "info",
     "BASRA_LOG_FORMAT": "json",
@@ -56,6 +57,7 @@ CONTRACT_DEFAULTS: Mapping[str, str] = {
 # Where the chart deliberately departs from the server's defaults, and why.
 CHART_OVERRIDES: Mapping[str, str] = {
     "BASRA_WORKERS": "2",  # one worker per CPU of the default limit
+    "BASRA_HEALTH_PORT": "8081",  # the probes' port: they never wait behind the work
     "BASRA_METRICS_DIR": "/var/run/basra/metrics",  # an emptyDir; the root fs is read-only
 }
 HEALTH_SERVICE = "basra.v1.RulesService"
@@ -234,6 +236,13 @@ def check_references(objects: list[dict[str, Any]]) -> None:
         if obj["kind"] == "NetworkPolicy":
             for rule in spec["ingress"]:
                 assert {p["port"] for p in rule["ports"]} <= port_names.keys()
+    # Each probe asks a port the container declares (a gRPC probe takes a number only).
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        action = server[probe]
+        if "grpc" in action:
+            assert action["grpc"]["port"] in port_names.values(), probe
+        else:
+            assert action["tcpSocket"]["port"] in port_names, probe
 
 
 def strip_helm_labels(obj: Any) -> Any:

@@ -113,11 +113,12 @@ def test_validation_catches_a_broken_object(default_objects: list[dict[str, Any]
 def test_probes_are_native_grpc_on_the_health_service(
     default_objects: list[dict[str, Any]],
 ) -> None:
-    """Startup and liveness ask for the whole server, readiness for the rules service."""
+    """On the health port, startup and liveness ask for the whole server, readiness for the
+    rules service."""
     server = container(default_objects)
-    assert server["startupProbe"]["grpc"] == {"port": 50051, "service": ""}
-    assert server["livenessProbe"]["grpc"] == {"port": 50051, "service": ""}
-    assert server["readinessProbe"]["grpc"] == {"port": 50051, "service": HEALTH_SERVICE}
+    assert server["startupProbe"]["grpc"] == {"port": 8081, "service": ""}
+    assert server["livenessProbe"]["grpc"] == {"port": 8081, "service": ""}
+    assert server["readinessProbe"]["grpc"] == {"port": 8081, "service": HEALTH_SERVICE}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert 0 < server[probe]["timeoutSeconds"] <= server[probe]["periodSeconds"]
 
@@ -128,6 +129,7 @@ def test_ports_and_services(default_objects: list[dict[str, Any]]) -> None:
     assert {(p["name"], p["containerPort"]) for p in server["ports"]} == {
         ("grpc", 50051),
         ("metrics", 9464),
+        ("health", 8081),
     }
     service = one(default_objects, "Service")
     assert service["metadata"]["name"] == RELEASE
@@ -138,6 +140,8 @@ def test_ports_and_services(default_objects: list[dict[str, Any]]) -> None:
     assert ports["grpc"]["targetPort"] == "grpc"
     assert ports["metrics"]["port"] == 9464
     assert ports["metrics"]["targetPort"] == "metrics"
+    # Only the kubelet asks the health port, at the pod's own address: no Service publishes it.
+    assert "health" not in ports
 
 
 def test_env_matches_the_server_defaults(default_objects: list[dict[str, Any]]) -> None:
@@ -272,6 +276,7 @@ def test_every_server_value_reaches_its_variable() -> None:
             "host": "0.0.0.0",
             "port": 6000,
             "metricsPort": 6001,
+            "healthPort": 6002,
             "workers": 4,
             "logLevel": "debug",
             "logFormat": "console",
@@ -293,6 +298,7 @@ def test_every_server_value_reaches_its_variable() -> None:
     assert env["BASRA_HOST"] == "0.0.0.0"
     assert env["BASRA_PORT"] == "6000"
     assert env["BASRA_METRICS_PORT"] == "6001"
+    assert env["BASRA_HEALTH_PORT"] == "6002"
     assert env["BASRA_WORKERS"] == "4"
     assert env["BASRA_LOG_LEVEL"] == "debug"
     assert env["BASRA_LOG_FORMAT"] == "console"
@@ -305,10 +311,11 @@ def test_every_server_value_reaches_its_variable() -> None:
     assert env["BASRA_BOT_MAX_DEALS"] == "128"
     assert env["BASRA_BOT_MAX_NODES"] == "5000000"
     assert env["BASRA_METRICS_DIR"] == "/var/run/m"
-    assert server["readinessProbe"]["grpc"]["port"] == 6000
+    assert server["readinessProbe"]["grpc"]["port"] == 6002
     assert {p["name"]: p["containerPort"] for p in server["ports"]} == {
         "grpc": 6000,
         "metrics": 6001,
+        "health": 6002,
     }
     check_references(objects)
 
@@ -316,9 +323,29 @@ def test_every_server_value_reaches_its_variable() -> None:
 def test_metrics_off_removes_the_metrics_port() -> None:
     """metricsPort 0 turns the exporter off, and no port is published for it."""
     objects = manifests(render({"server": {"metricsPort": 0}}))
-    assert [p["name"] for p in container(objects)["ports"]] == ["grpc"]
+    assert [p["name"] for p in container(objects)["ports"]] == ["grpc", "health"]
     assert [p["name"] for p in one(objects, "Service")["spec"]["ports"]] == ["grpc"]
     assert env_map(container(objects))["BASRA_METRICS_PORT"] == "0"
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
+def test_health_port_off_probes_the_grpc_port(tls: bool) -> None:
+    """healthPort 0: no health port or variable value but 0; the probes ask the gRPC port, by
+    gRPC in plaintext, by TCP with TLS (the kubelet's gRPC probe speaks no TLS)."""
+    values: dict[str, Any] = {"server": {"healthPort": 0}}
+    if tls:
+        values["tls"] = {"enabled": True, "secretName": "basra-tls"}
+    objects = manifests(render(values))
+    server = container(objects)
+    assert env_map(server)["BASRA_HEALTH_PORT"] == "0"
+    assert [p["name"] for p in server["ports"]] == ["grpc", "metrics"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        if tls:
+            assert server[probe]["tcpSocket"] == {"port": "grpc"}
+            assert "grpc" not in server[probe]
+        else:
+            assert server[probe]["grpc"]["port"] == 50051
+    check_references(objects)
 
 
 def test_signing_keys_from_the_chart_made_secret(all_on_objects: list[dict[str, Any]]) -> None:
@@ -351,8 +378,11 @@ def test_signing_keys_from_an_existing_secret() -> None:
     )
 
 
-def test_tls_mounts_the_certificate_and_probes_tcp(all_on_objects: list[dict[str, Any]]) -> None:
-    """TLS files come from the tls Secret; probes fall back to TCP (kubelet gRPC is plaintext)."""
+def test_tls_mounts_the_certificate_and_probes_the_plaintext_health_port(
+    all_on_objects: list[dict[str, Any]],
+) -> None:
+    """TLS files come from the tls Secret; the probes stay gRPC probes, on the health port,
+    which is plaintext whatever the gRPC port speaks (the kubelet's gRPC probe speaks no TLS)."""
     server = container(all_on_objects)
     env = env_map(server)
     assert env["BASRA_TLS_CERT"] == "/etc/basra/tls/tls.crt"
@@ -365,8 +395,8 @@ def test_tls_mounts_the_certificate_and_probes_tcp(all_on_objects: list[dict[str
     # The client CA defaults to the same Secret's ca.crt.
     assert by_name["client-ca"]["secret"]["secretName"] == "basra-tls"
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert server[probe]["tcpSocket"] == {"port": "grpc"}
-        assert "grpc" not in server[probe]
+        assert server[probe]["grpc"]["port"] == 8081
+        assert "tcpSocket" not in server[probe]
 
 
 def test_network_policy_admits_only_the_service_ports(
@@ -378,6 +408,8 @@ def test_network_policy_admits_only_the_service_ports(
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     rules = {r["ports"][0]["port"]: r for r in policy["ingress"]}
     assert set(rules) == {"grpc", "metrics"}
+    # The health port, from the same peers as gRPC (and the kubelet's probes, from the node).
+    assert [p["port"] for p in rules["grpc"]["ports"]] == ["grpc", "health"]
     assert rules["grpc"]["from"] == ALL_ON["networkPolicy"]["grpcFrom"]
     assert rules["metrics"]["from"] == ALL_ON["networkPolicy"]["metricsFrom"]
     collector, dns = policy["egress"]
@@ -448,6 +480,7 @@ def test_values_yaml_matches_the_contract() -> None:
     server = values["server"]
     assert str(server["port"]) == CONTRACT_DEFAULTS["BASRA_PORT"]
     assert str(server["metricsPort"]) == CONTRACT_DEFAULTS["BASRA_METRICS_PORT"]
+    assert str(server["healthPort"]) == CHART_OVERRIDES["BASRA_HEALTH_PORT"]
     assert str(server["graceSeconds"]) == CONTRACT_DEFAULTS["BASRA_GRACE_SECONDS"]
     assert values["service"]["port"] == server["port"]
     assert values["service"]["metricsPort"] == server["metricsPort"]

@@ -115,6 +115,8 @@ class ChartRun:
     metrics_dir: str
     grace: float
     termination_grace: int
+    probes: dict[str, Any]
+    """The container's startup, liveness and readiness probes."""
 
 
 def chart_run() -> ChartRun:
@@ -144,6 +146,7 @@ def chart_run() -> ChartRun:
         metrics_dir=metrics_dir,
         grace=float(env["BASRA_GRACE_SECONDS"]),
         termination_grace=int(pod["terminationGracePeriodSeconds"]),
+        probes={p: server[p] for p in ("startupProbe", "livenessProbe", "readinessProbe")},
     )
 
 
@@ -435,11 +438,13 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     metrics_dir.chmod(0o770)
     os.chown(metrics_dir, 10001, 10001)
     port, metrics_port = docker_engine.free_port(), docker_engine.free_port()
+    health_port = docker_engine.free_port()
     env = {
         **chart.env,
         "BASRA_HOST": "127.0.0.1",
         "BASRA_PORT": str(port),
         "BASRA_METRICS_PORT": str(metrics_port),
+        "BASRA_HEALTH_PORT": str(health_port),
     }
     name = "basra-under-test"
     run_args = [
@@ -464,6 +469,16 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     engine.run(*run_args)
     _wait_serving(target, engine, name)
     timings.since("start to SERVING", start)
+    # The chart's three probes, as the kubelet makes them: gRPC health on the health port,
+    # which turns SERVING once both workers serve (the startup probe asks until it does).
+    serving = health_pb2.HealthCheckResponse.SERVING
+    deadline = time.monotonic() + SERVING_SECONDS
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        action = chart.probes[probe]["grpc"]
+        assert action["port"] == int(chart.env["BASRA_HEALTH_PORT"]), probe
+        while _health(f"127.0.0.1:{health_port}", action["service"]) != serving:
+            assert probe == "startupProbe" and time.monotonic() < deadline, probe
+            time.sleep(0.05)
 
     # Every RPC through reflection, v1 and v1alpha, with types from the reflected descriptors.
     with grpc.insecure_channel(target) as channel:

@@ -2,7 +2,7 @@
 
 Only the bind address, ports and metrics directory change (loopback, ports chosen by the
 server or held free for it, a temporary directory); every other BASRA_* value is the chart's
-default render.
+default render. The probes ask where the chart's probes ask: the health port.
 """
 
 from __future__ import annotations
@@ -40,8 +40,13 @@ def server(tmp_path: Path) -> Iterator[harness.ServedProcess]:
     # the launcher's flags set loopback, the ports, and the chart's own log level and format.
     keep = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
     assert env["BASRA_LOG_FORMAT"] == "json"
+    assert int(env["BASRA_HEALTH_PORT"]) > 0  # the chart's probes' port, moved by the launcher
     served = harness.start(
-        env={**keep, **env}, inherit_env=False, log_level=env["BASRA_LOG_LEVEL"], metrics=True
+        env={**keep, **env},
+        inherit_env=False,
+        log_level=env["BASRA_LOG_LEVEL"],
+        metrics=True,
+        health=True,
     )
     try:
         yield served
@@ -51,11 +56,16 @@ def server(tmp_path: Path) -> Iterator[harness.ServedProcess]:
 
 @pytest.mark.timeout(90)
 def test_probes_pass_and_sigterm_drains(server: harness.ServedProcess) -> None:
-    """Startup/liveness ("") and readiness (rules service) pass; SIGTERM ends it cleanly."""
+    """The chart's startup/liveness ("") and readiness (rules service) probes pass on the
+    health port, as does a client's health check on the gRPC port; SIGTERM ends it cleanly."""
     # The console script the image's ENTRYPOINT runs, not a module form.
     assert Path(harness.command()[0]).name == "basra-rules"
+    serving = health_pb2.HealthCheckResponse.SERVING
+    probes = container(manifests(render()))
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        with grpc.insecure_channel(server.health_target) as channel:
+            assert health_status(channel, probes[probe]["grpc"]["service"]) == serving, probe
     with grpc.insecure_channel(server.target) as channel:
-        serving = health_pb2.HealthCheckResponse.SERVING
         assert health_status(channel, "") == serving
         assert health_status(channel, HEALTH_SERVICE) == serving
 

@@ -117,6 +117,7 @@ def test_server_accepts_the_chart_environment(values: dict[str, Any]) -> None:
     config = resolve({}, env)
     assert config.workers == int(CHART_OVERRIDES["BASRA_WORKERS"])
     assert config.metrics_dir == CHART_OVERRIDES["BASRA_METRICS_DIR"]
+    assert config.health_port == int(CHART_OVERRIDES["BASRA_HEALTH_PORT"])
     assert config.tracing is bool(values.get("tracing", {}).get("enabled"))
     untouched = {k for k in CONTRACT_DEFAULTS if k not in CHART_OVERRIDES} - {"BASRA_TRACING"}
     default = Config()

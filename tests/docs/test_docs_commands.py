@@ -260,6 +260,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--variants sync/threads=2/switch=0.0005,sync/threads=8/switch=0.005 --rpcs "
         "SuggestMove,Apply --seconds 8"
     ): NotRun(OVERLOAD_GHZ),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
+        "--health-port --probe-period 0.05 --seconds 8"
+    ): NotRun(OVERLOAD_GHZ),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out /tmp/ladder.json": (
         Run(extra=("--seeds", "2"))
     ),

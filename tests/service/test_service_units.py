@@ -22,6 +22,7 @@ CONTRACT = {
     "host": ("--host", "BASRA_HOST", "[::]", "127.0.0.1", "127.0.0.1"),
     "port": ("--port", "BASRA_PORT", 50051, "6000", 6000),
     "metrics_port": ("--metrics-port", "BASRA_METRICS_PORT", 9464, "0", 0),
+    "health_port": ("--health-port", "BASRA_HEALTH_PORT", 0, "8081", 8081),
     "workers": ("--workers", "BASRA_WORKERS", 1, "3", 3),
     "log_level": ("--log-level", "BASRA_LOG_LEVEL", "info", "debug", "debug"),
     "log_format": ("--log-format", "BASRA_LOG_FORMAT", "json", "console", "console"),

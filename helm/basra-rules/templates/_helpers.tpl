@@ -100,9 +100,16 @@ the cluster.
 {{- regexFind "[0-9]+/?$" .Values.tracing.endpoint | trimSuffix "/" | int -}}
 {{- end -}}
 
-{{/* One probe action: gRPC health when the port speaks plaintext, TCP otherwise. */}}
+{{/*
+One probe action: gRPC health on the health port (plaintext whatever tls says); without one,
+on the gRPC port when it speaks plaintext, TCP otherwise.
+*/}}
 {{- define "basra-rules.probeAction" -}}
-{{- if .root.Values.tls.enabled -}}
+{{- if .root.Values.server.healthPort -}}
+grpc:
+  port: {{ .root.Values.server.healthPort }}
+  service: {{ .service | quote }}
+{{- else if .root.Values.tls.enabled -}}
 tcpSocket:
   port: grpc
 {{- else -}}

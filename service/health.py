@@ -1,0 +1,88 @@
+"""The health port: probes answered by the supervisor, which does no work, so they never wait.
+
+On the gRPC port a probe is answered by a worker, behind the work: it waits in gRPC core's
+queue with the calls that come faster than the worker takes them in, then for that worker's
+interpreter lock, held by its busy threads. A server of the worker's own on a second port
+skips the queue but not the lock, and still missed p99 <= 100 ms at 4x SuggestMove; the
+supervisor's interpreter is idle, and answers in tens of milliseconds at the same load
+(docs/capacity.md, "Probes").
+
+It serves grpc.health.v1's Check only (no Watch, no reflection, no RulesService), always in
+plaintext: the kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the
+statuses. They are
+the supervisor's view of its workers, following the same events as each worker's own statuses
+on the gRPC port: NOT_SERVING until every worker serves (a worker reports that it serves once
+its server has started and said SERVING), NOT_SERVING while no worker is alive (until a
+replacement serves), and NOT_SERVING for good from the moment SIGTERM arrives, as the workers
+begin their drain, until the supervisor exits. A worker that is alive but stuck goes unseen
+here, as the supervisor cannot tell it from a busy one.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from service.server import HEALTH_NAMES
+
+# A Check is answered in microseconds; two threads let a second probe in while one answers.
+HEALTH_THREADS = 2
+# A health request holds a service name: far below a kilobyte.
+MAX_HEALTH_MESSAGE_BYTES = 4096
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class _ChecksOnly(health.HealthServicer):
+    """The health service without Watch: probes only Check. A watch is a stream the servicer
+    answers under its lock, and grpc_health can deadlock when one closes while the drain sets
+    NOT_SERVING; clients that watch (client-side health checking) ask the gRPC port."""
+
+    def Watch(self, request: Any, context: Any, send_response_callback: Any = None) -> Any:  # noqa: N802
+        """Refused: UNIMPLEMENTED."""
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "Watch is served on the gRPC port only")
+
+
+class ProbePort:
+    """The supervisor's health server and the statuses it answers with."""
+
+    def __init__(self, host: str, port: int) -> None:
+        """Listen on `host`:`port` in plaintext, NOT_SERVING for every name; refuse clearly
+        (OSError) when the port cannot be had."""
+        self.servicer = _ChecksOnly(experimental_non_blocking=False)
+        for name in HEALTH_NAMES:
+            self.servicer.set(name, _NOT_SERVING)
+        pool = futures.ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="health")
+        options = [
+            # One listener: a port someone else serves must fail here, not be shared.
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", MAX_HEALTH_MESSAGE_BYTES),
+        ]
+        self.server = grpc.server(pool, options=options)
+        health_pb2_grpc.add_HealthServicer_to_server(self.servicer, self.server)
+        address = f"{host}:{port}"
+        try:
+            bound = int(self.server.add_insecure_port(address))
+        except RuntimeError as error:
+            raise OSError(f"cannot listen on {address}: {error}") from None
+        if bound == 0:
+            raise OSError(f"cannot listen on {address}")
+        self.port = bound
+        self.server.start()
+
+    def serving(self, serving: bool) -> None:
+        """Say SERVING (the workers serve) or NOT_SERVING (none is alive) for every name;
+        nothing changes once the drain began."""
+        for name in HEALTH_NAMES:
+            self.servicer.set(name, _SERVING if serving else _NOT_SERVING)
+
+    def draining(self) -> None:
+        """NOT_SERVING for every name, for good (SIGTERM came)."""
+        self.servicer.enter_graceful_shutdown()
+
+    def stop(self) -> None:
+        """Stop answering: the workers are gone."""
+        self.server.stop(0).wait()
