@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,30 @@ def command() -> list[str]:
     """The `basra-rules` console command of this environment (or its module form)."""
     script = Path(sys.executable).parent / "basra-rules"
     return [str(script)] if script.exists() else [sys.executable, "-m", "clients.cli"]
+
+
+def serve_command(*flags: str, port: int = 0, metrics_port: int = 0) -> list[str]:
+    """Return the command line of `basra-rules serve` on loopback at these ports, then `flags`."""
+    return [
+        *command(),
+        "serve",
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        *flags,
+    ]
+
+
+@contextmanager
+def taken_port() -> Iterator[int]:
+    """Hold a loopback port that someone listens on (a port a server must fail to have)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind((LOOPBACK, 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
 
 
 def children(pid: int) -> list[int]:

@@ -23,19 +23,7 @@ NOBODY = 65534
 
 def _serve(metrics_dir: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            *prefix,
-            *harness.command(),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--metrics-dir",
-            str(metrics_dir),
-        ],
+        [*prefix, *harness.serve_command("--metrics-dir", str(metrics_dir))],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -153,23 +152,9 @@ def test_a_draining_server_says_not_serving_on_both_ports() -> None:
 
 def test_a_health_port_in_use_stops_the_start() -> None:
     """A health port someone else listens on: exit 1, saying which port could not be had."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with harness.taken_port() as port:
         taken = subprocess.run(
-            [
-                *harness.command(),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--metrics-port",
-                "0",
-                "--health-port",
-                str(port),
-            ],
+            harness.serve_command("--health-port", str(port)),
             capture_output=True,
             text=True,
             timeout=30,

@@ -290,21 +290,9 @@ def test_configuration_errors_stop_the_command() -> None:
         env={**os.environ, "BASRA_LOG_FORMAT": "xml"},
     )
     assert env_bad.returncode == 2 and "BASRA_LOG_FORMAT" in env_bad.stderr
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with harness.taken_port() as port:
         taken = subprocess.run(
-            [
-                *command(),
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--metrics-port",
-                "0",
-            ],
+            harness.serve_command(port=port),
             capture_output=True,
             text=True,
             timeout=30,
