@@ -41,10 +41,12 @@ def command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "clients.cli"]
 
 
-def serve_command(*flags: str, port: int = 0, metrics_port: int = 0) -> list[str]:
+def serve_command(
+    *flags: str, port: int = 0, metrics_port: int = 0, program: Sequence[str] | None = None
+) -> list[str]:
     """Return the command line of `basra-rules serve` on loopback at these ports, then `flags`."""
     return [
-        *command(),
+        *(program or command()),
         "serve",
         "--host",
         LOOPBACK,
@@ -275,22 +277,17 @@ def start(
         health_port = holding.enter_context(reserved_port()) if health else 0
         health_flags = ["--health-port", str(health_port)] if health else []
         process = subprocess.Popen(
-            [
-                *(program or command()),
-                "serve",
-                "--host",
-                LOOPBACK,
-                "--port",
-                str(port),
-                "--metrics-port",
-                str(metrics_port),
+            serve_command(
                 "--log-format",
                 "json",
                 "--log-level",
                 log_level,
                 *health_flags,
                 *flags,
-            ],
+                port=port,
+                metrics_port=metrics_port,
+                program=program,
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
