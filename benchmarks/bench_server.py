@@ -3,7 +3,7 @@
 benchmarks.load_bench needs, in one server configuration, both the real RulesService and a
 call that does nothing but carry a payload of the same size, to tell gRPC's own cost from the
 service's. This runner builds every worker's server with the service's own builder
-(service.server.build_sync: same interceptors, metrics, health, reflection and options) and
+(service.server.build_server: same interceptors, metrics, health, reflection and options) and
 adds one benchmark-only method, /basra.bench.Noop/Echo, that takes the raw request
 bytes and answers a fixed reply of a given size. It never ships: it lives under benchmarks/.
 
@@ -89,11 +89,11 @@ def worker_main(
 
 
 def _serve(config: Config, observer: Any, port: int, reply: bytes, ready: Connection) -> None:
-    from service.server import build_sync
+    from service.server import build_server
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    server = build_sync(config, observer, port)
+    server = build_server(config, observer, port)
     server.server.add_generic_rpc_handlers((noop_handler(reply),))
     server.start()
     ready.send(server.port)

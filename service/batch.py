@@ -157,7 +157,7 @@ class _ItemClock:
 
 
 class BatchApply:
-    """The BatchApply behaviour of the sync server."""
+    """The BatchApply behaviour of the server."""
 
     def __init__(
         self,

@@ -171,7 +171,7 @@ HANDLERS_SECONDS_TRACED = 1.0
 
 
 @dataclass(frozen=True, slots=True)
-class SyncServer:
+class RulesServer:
     """A built thread-pool server, its health servicer, its bound port, its handlers' threads,
     its grace and its admission."""
 
@@ -200,12 +200,12 @@ class SyncServer:
         self.admission.stop()
 
 
-def build_sync(
+def build_server(
     config: Config,
     observer: CallObserver,
     port: int | None = None,
     handlers: Handlers | None = None,
-) -> SyncServer:
+) -> RulesServer:
     """Build (not start) a thread-pool server on the configured host and port (or `port`)."""
     interceptors: list[Any] = [ObservingInterceptor(observer)]
     if observer.tracing is not None:
@@ -234,4 +234,4 @@ def build_sync(
     if config.reflection:
         reflection.add_to_server(server, (SERVICE_NAME, HEALTH_SERVICE_NAME))
     bound = _bind(server, _address(config, config.port if port is None else port), config)
-    return SyncServer(server, health_servicer, bound, executor, observer.grace, admitting)
+    return RulesServer(server, health_servicer, bound, executor, observer.grace, admitting)

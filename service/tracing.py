@@ -17,7 +17,7 @@ the service's own (server.py), so the service's interceptor runs inside the span
 its per-method cache: the instrumentation rebuilds its handler around the cached one on every
 call, the cached one is never rebuilt. The service's interceptor then gives the span the
 facts of the call's log line (`annotating`): the status code (the instrumentation records
-none for a refusal sent with abort_with_status, which the sync server uses), the refusal's
+none for a refusal sent with abort_with_status, which the server uses), the refusal's
 reason, seq and seat; never a card, the deck or the seed, as in the logs. The log line gets
 the span's trace and span ids in return.
 """

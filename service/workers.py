@@ -105,11 +105,11 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
 
 
 def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: Logger) -> None:
-    from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_sync
+    from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_server
 
     stop = threading.Event()
     _on_stop_signals(stop.set)
-    server = build_sync(config, observer, port)
+    server = build_server(config, observer, port)
     server.start()
     ready.send(server.port)
     ready.close()

@@ -17,7 +17,7 @@ import pytest
 
 from service.interceptors import CallObserver
 from service.logs import make_logger
-from service.server import build_sync
+from service.server import build_server
 from service.servicer import SERVICE_NAME
 from tests.golden.golden_corpus import OK, Outcome, Runner, load_cases, load_profiles, same
 
@@ -52,7 +52,7 @@ def runners() -> Iterator[dict[str, Runner]]:
     with ExitStack() as stack:
         made: dict[str, Runner] = {}
         for name, profile in load_profiles().items():
-            server = build_sync(profile.config, observer, 0, profile.handlers())
+            server = build_server(profile.config, observer, 0, profile.handlers())
             server.start()
             stack.callback(server.stop, 0)
             assert server.port > 0

@@ -15,7 +15,7 @@ from tests.service.service_support import (
     InProcess,
     channel_caller,
     grpc_testing_caller,
-    start_sync,
+    start_server,
 )
 
 TRANSPORTS = ("grpc_testing", "sync_server")
@@ -31,7 +31,7 @@ def _servers() -> Iterator[Callable[[Config, str], Caller]]:
         if transport == "grpc_testing":
             handlers = make_handlers(config, None)
             return grpc_testing_caller(handlers)
-        server = start_sync(config)
+        server = start_server(config)
         running.append(server)
         return channel_caller(server.channel)
 
@@ -65,7 +65,7 @@ def call_with(transport: str) -> Iterator[MakeCaller]:
 @pytest.fixture
 def sync_server() -> Iterator[InProcess]:
     """A real thread-pool server in this process, with its own registry and log buffer."""
-    server = start_sync(Config())
+    server = start_server(Config())
     yield server
     server.close()
 

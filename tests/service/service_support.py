@@ -29,7 +29,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
-from service.server import HANDLERS_SECONDS, SyncServer, build_sync
+from service.server import HANDLERS_SECONDS, RulesServer, build_server
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
 from testkit.harness import ServedProcess
 
@@ -109,7 +109,7 @@ class InProcess:
     tally: Tally
     log: io.StringIO
     stop: Callable[[float], None]
-    built: SyncServer
+    built: RulesServer
     """The built server (its health servicer, its admission)."""
     channel: grpc.Channel = field(init=False)
 
@@ -164,14 +164,14 @@ def _observer(tally: Tally, log: io.StringIO, tracing: Tracing | None) -> CallOb
     return CallObserver(tally, make_logger("debug", "json", log), tracing)
 
 
-def start_sync(
+def start_server(
     config: Config, handlers: Handlers | None = None, tracing: Tracing | None = None
 ) -> InProcess:
     """Start a thread-pool server on 127.0.0.1 and a free port (traced when given `tracing`)."""
     registry, log = CollectorRegistry(), io.StringIO()
     tally = Tally(Metrics.create(registry))
     observer = _observer(tally, log, tracing)
-    server: SyncServer = build_sync(_replace_host(config), observer, 0, handlers)
+    server: RulesServer = build_server(_replace_host(config), observer, 0, handlers)
     server.start()
     return InProcess(server.port, registry, tally, log, server.stop, server)
 

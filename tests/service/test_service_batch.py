@@ -27,7 +27,7 @@ from service.config import Config
 from service.handlers import Handlers
 from service.logs import make_logger
 from service.server import make_handlers
-from tests.service.service_support import InProcess, start_sync
+from tests.service.service_support import InProcess, start_server
 
 KEYS = "k1:" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
 ITEM_BYTES = 4096
@@ -100,7 +100,7 @@ def batched(channel: grpc.Channel, bodies: list[bytes], timeout: float = 10) -> 
 @pytest.fixture(scope="module")
 def server() -> Iterator[InProcess]:
     """A signing sync server with small bounds (items of 4 KiB, batches of 8)."""
-    served = start_sync(CONFIG)
+    served = start_server(CONFIG)
     yield served
     served.close()
 
@@ -260,7 +260,7 @@ def test_items_past_the_admission_room_are_refused_overloaded(samples: list[byte
     """With 3 of a bound of 5 held elsewhere, a batch of 4 runs 2 (its own unit and the one
     left) and refuses 2 OVERLOADED with a retry delay, as unary calls arriving then would be;
     its units are all given back."""
-    server = start_sync(replace(CONFIG, admission_limit=5))
+    server = start_server(replace(CONFIG, admission_limit=5))
     try:
         admission = server.built.admission.admission
         assert admission.take(3) == 3
@@ -284,7 +284,7 @@ def test_items_refused_for_load_are_counted_as_unary_calls_refused_for_load(
 ) -> None:
     """A unary Apply refused at admission, then two batch items refused OVERLOADED: each grows
     the Apply series by one RESOURCE_EXHAUSTED call and one OVERLOADED refusal."""
-    server = start_sync(replace(CONFIG, admission_limit=5))
+    server = start_server(replace(CONFIG, admission_limit=5))
     admission = server.built.admission.admission
     try:
         first = _apply_series(server)
@@ -334,7 +334,7 @@ def test_items_that_cannot_finish_before_the_deadline_are_refused_not_lost(
     it could not start refused DEADLINE_EXPIRED as a unary call past its deadline is, and the
     first ones answered."""
     config = replace(CONFIG, max_batch_items=64, max_message_bytes=Config().max_message_bytes)
-    server = start_sync(config, handlers=SlowApply.of(make_handlers(config, None)))
+    server = start_server(config, handlers=SlowApply.of(make_handlers(config, None)))
     try:
         seen = batched(server.channel, [samples[0]] * 64, timeout=0.4)
         codes = [s.code for s in seen]
@@ -376,7 +376,7 @@ def test_answers_past_the_call_size_refuse_the_items_from_there_on(samples: list
     """With items of 4 KiB at most, a call answers 16 KiB at most: 40 answers of several hundred
     bytes each do not all fit, and the items from the first that does not are
     refused RESPONSE_TOO_LARGE (not run), the ones before answered."""
-    server = start_sync(replace(CONFIG, max_batch_items=40))
+    server = start_server(replace(CONFIG, max_batch_items=40))
     try:
         seen = batched(server.channel, [samples[0]] * 40)
     finally:

@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from service.config import Config
 from service.handlers import Handlers
 from service.server import SYNC_THREADS, make_handlers
-from tests.service.service_support import InProcess, start_sync
+from tests.service.service_support import InProcess, start_server
 
 SERVICE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "grpc-service-config.json"
 NEW_MATCH = "/basra.v1.RulesService/NewMatch"
@@ -56,7 +56,7 @@ def servers() -> Iterator[Callable[..., InProcess]]:
 
     def start(config: Config | None = None, gated: Gated | None = None) -> InProcess:
         handlers: Any = gated
-        running = start_sync(config or Config(), handlers)
+        running = start_server(config or Config(), handlers)
         started.append((running, gated))
         return running
 
@@ -125,7 +125,7 @@ def test_one_channel_skips_a_server_that_says_not_serving(
         _until(lambda: bool(_new_match(channel)) and _started(second) > 0 < _started(first))
         health = health_pb2_grpc.HealthStub(second.channel)
         assert health.Check(health_pb2.HealthCheckRequest(), timeout=WAIT).status == 1
-        # What a draining worker does first (SyncServer.stop): every name NOT_SERVING.
+        # What a draining worker does first (RulesServer.stop): every name NOT_SERVING.
         second_health = _health_servicer_of(second)
         second_health.set("basra.v1.RulesService", health_pb2.HealthCheckResponse.NOT_SERVING)
 

@@ -20,7 +20,7 @@ from tests.service.service_support import (
     InProcess,
     channel_caller,
     grpc_testing_caller,
-    start_sync,
+    start_server,
 )
 
 SEED = b"operations"
@@ -29,7 +29,7 @@ SEED = b"operations"
 @pytest.fixture(scope="module")
 def server() -> Iterator[InProcess]:
     """A real in-process server with the default configuration."""
-    running = start_sync(Config())
+    running = start_server(Config())
     yield running
     running.close()
 
@@ -70,7 +70,7 @@ def test_reflection_lists_the_service_and_serves_its_descriptor(server: InProces
 
 def test_reflection_can_be_switched_off() -> None:
     """With reflection off, the reflection service is not there."""
-    off = start_sync(Config(reflection=False))
+    off = start_server(Config(reflection=False))
     try:
         with pytest.raises(grpc.RpcError) as raised:
             _reflect(off.channel, reflection_pb2.ServerReflectionRequest(list_services=""))
@@ -102,7 +102,7 @@ def test_an_unexpected_exception_becomes_a_clean_refusal() -> None:
     broken = Handlers(observe_plan_seconds=_boom)
     request = pb.NewMatchRequest(seed=SEED)
     in_process = grpc_testing_caller(broken)("NewMatch", request)
-    running = start_sync(Config(), broken)
+    running = start_server(Config(), broken)
     try:
         over_network = channel_caller(running.channel)("NewMatch", request)
     finally:
@@ -203,7 +203,7 @@ def test_metrics_count_calls_plans_and_refusals(sync_server: InProcess) -> None:
 
 def test_stop_reports_not_serving_before_the_server_goes() -> None:
     """On stop, a health watcher sees NOT_SERVING while the server still answers it."""
-    running = start_sync(Config())
+    running = start_server(Config())
     stub = health_pb2_grpc.HealthStub(running.channel)
     watch = stub.Watch(health_pb2.HealthCheckRequest(service="basra.v1.RulesService"), timeout=20)
     seen = [next(watch).status]

@@ -34,7 +34,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
-from service.server import SYNC_THREADS, build_sync, grpc_options, make_handlers
+from service.server import SYNC_THREADS, build_server, grpc_options, make_handlers
 from service.servicer import respond
 from testkit.actions import action_to_proto
 
@@ -121,7 +121,7 @@ def serve() -> Iterator[Callable[[Config], Running]]:
         observer = CallObserver(tally, make_logger("debug", "json", log))
         gate = Gate(make_handlers(config, tally))
         handlers: Any = gate
-        server = build_sync(config, observer, 0, handlers)
+        server = build_server(config, observer, 0, handlers)
         server.start()
 
         def stop() -> None:

@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection_pb2 as pb
 
 from service.config import Config
 from testkit import reflection as reflect
-from tests.service.service_support import InProcess, start_sync
+from tests.service.service_support import InProcess, start_server
 
 RULES_FILE = "basra/v1/rules.proto"
 HEALTH = "grpc.health.v1.Health"
@@ -36,7 +36,7 @@ NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 @pytest.fixture(scope="module")
 def server() -> Iterator[InProcess]:
     """A server with the default configuration (reflection on)."""
-    started = start_sync(Config())
+    started = start_server(Config())
     yield started
     started.close()
 
@@ -221,7 +221,7 @@ def test_one_stream_answers_each_request_in_order(server: InProcess) -> None:
 
 
 def test_no_reflection_turns_both_protocols_off() -> None:
-    off = start_sync(Config(reflection=False))
+    off = start_server(Config(reflection=False))
     try:
         for protocol in ("v1", "v1alpha"):
             with pytest.raises(grpc.RpcError) as raised:
@@ -264,7 +264,7 @@ def test_grpcurl_lists_describes_and_calls(server: InProcess) -> None:
 def test_grpcurl_prints_a_batch_item_refusal_with_its_error_info() -> None:
     """A BatchApply item's status holds google.protobuf.Any details: grpcurl resolves their
     type (google.rpc.ErrorInfo) through reflection and prints the reason and metadata."""
-    server = start_sync(Config())
+    server = start_server(Config())
     try:
         start = json.loads(
             _grpcurl(server, f"{reflect.RULES_SERVICE}.NewMatch", flags=("-d", "{}"))

@@ -34,11 +34,11 @@ from clients.refusals import error_infos
 from service.config import Config
 from service.interceptors import CallKind, CallObserver, MethodObserver
 from service.logs import make_logger
-from service.server import build_sync
+from service.server import build_server
 from service.tracing import Tracing
 from testkit import harness, otlp
 from testkit.ports import reserved_port
-from tests.service.service_support import REPO, InProcess, start_sync
+from tests.service.service_support import REPO, InProcess, start_server
 
 SEED = b"Zq81-seed-of-a-traced-match"
 EVERY_CARD = frozenset(engine.codes(range(52)))
@@ -109,7 +109,7 @@ def traced() -> Iterator[tuple[InProcess, InMemorySpanExporter]]:
     """An in-process server, tracing into memory."""
     exporter = InMemorySpanExporter()
     tracing = Tracing.start(make_logger("warning"), SimpleSpanProcessor(exporter))
-    server = start_sync(Config(), None, tracing)
+    server = start_server(Config(), None, tracing)
     yield server, exporter
     server.close()
     tracing.stop()
@@ -224,7 +224,7 @@ def test_with_tracing_each_methods_observed_handler_is_still_built_once() -> Non
     exporter = InMemorySpanExporter()
     tracing = Tracing.start(make_logger("warning"), SimpleSpanProcessor(exporter))
     observer = _CountingObserver(None, make_logger("warning"), tracing)
-    server = build_sync(Config(host="127.0.0.1"), observer, 0)
+    server = build_server(Config(host="127.0.0.1"), observer, 0)
     server.start()
     BUILT.clear()
     try:
@@ -249,9 +249,9 @@ def test_with_tracing_off_opentelemetry_is_not_even_imported() -> None:
         from service.config import Config
         from service.interceptors import CallObserver
         from service.logs import make_logger
-        from service.server import build_sync
+        from service.server import build_server
 
-        server = build_sync(Config(host="127.0.0.1"), CallObserver(None, make_logger()), 0)
+        server = build_server(Config(host="127.0.0.1"), CallObserver(None, make_logger()), 0)
         server.start()
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             rules_pb2_grpc.RulesServiceStub(channel).NewMatch(pb.NewMatchRequest(), timeout=10)

@@ -15,7 +15,7 @@ from clients.refusals import error_infos
 from service.config import Config
 from service.interceptors import CallObserver
 from service.logs import make_logger
-from service.server import build_sync
+from service.server import build_server
 
 TIMEOUT = 10.0
 
@@ -24,7 +24,7 @@ TIMEOUT = 10.0
 def served_port(config: Config) -> Iterator[int]:
     """A thread-pool server with this configuration on a free loopback port; its port."""
     observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
-    server = build_sync(replace(config, host="127.0.0.1"), observer, 0)
+    server = build_server(replace(config, host="127.0.0.1"), observer, 0)
     server.start()
     try:
         yield server.port
