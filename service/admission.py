@@ -90,7 +90,7 @@ class Admission:
         (decided and kept under the lock a batch's take() holds, so a call and a batch never
         both pass when together they are past the bound)."""
         with self._lock:
-            if 0 < self.limit <= self.held:
+            if self.full():
                 return False
             self._admitted = 1
             return True
