@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import gc
 import multiprocessing
 import os
@@ -64,6 +65,8 @@ def worker_main(
     ready: Connection,
     *,
     switch_interval: float = 0.0,
+    pending_calls: int = 0,
+    grpc_limit: int = 0,
 ) -> None:
     """Run one worker: the service's server plus the no-op method, until SIGTERM."""
     from service import server
@@ -74,6 +77,13 @@ def worker_main(
         server.SYNC_THREADS = sync_threads
     if switch_interval:  # a benchmark-only knob: the workers' GIL switch interval
         sys.setswitchinterval(switch_interval)
+    if pending_calls:  # a benchmark-only knob: the calls gRPC core holds before the intake
+        server.PENDING_CALLS = pending_calls
+    if grpc_limit:  # a benchmark-only knob: grpcio's own refusal past this many calls
+        import grpc
+
+        build = grpc.server  # what service.server calls as it builds its server
+        grpc.server = functools.partial(build, maximum_concurrent_rpcs=grpc_limit)
 
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
     tally = metrics.Tally(metrics.Metrics.create(None))
@@ -143,6 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="sys.setswitchinterval of the workers (0: Python's default, as the service)",
     )
+    parser.add_argument(
+        "--pending-calls",
+        type=int,
+        default=0,
+        help="calls gRPC core holds before the server takes them in (0: the service's)",
+    )
+    parser.add_argument(
+        "--grpc-limit",
+        type=int,
+        default=0,
+        help="grpcio's maximum_concurrent_rpcs (0: none, as the service)",
+    )
     parser.add_argument("--bare", action="store_true", help="the bare grpcio server instead")
     args = vars(parser.parse_args(argv))
     if args.pop("bare"):
@@ -151,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     reply_bytes = int(args.pop("reply_bytes"))
     sync_threads = int(args.pop("sync_threads"))
     switch_interval = float(args.pop("switch_interval"))
+    pending_calls = int(args.pop("pending_calls"))
+    grpc_limit = int(args.pop("grpc_limit"))
     config = service_config.resolve(args, os.environ)
     if config.metrics_dir:
         directory = metrics.prepare_directory(config.metrics_dir)
@@ -170,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         process = context.Process(
             target=worker_main,
             args=(config, config.port, reply_bytes, sync_threads, writer),
-            kwargs={"switch_interval": switch_interval},
+            kwargs={
+                "switch_interval": switch_interval,
+                "pending_calls": pending_calls,
+                "grpc_limit": grpc_limit,
+            },
             name=f"w{slot}",
         )
         process.start()

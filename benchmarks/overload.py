@@ -480,9 +480,11 @@ def server_of(
     variant: str, tree: Path | None, workers: int, health: bool = False
 ) -> Iterator[Server]:
     """The server a variant names: `before` or `sync`, then `/flag=value` settings of
-    `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N`, the server's thread
-    count, through benchmarks.bench_server (the service's own builder); `bare`, the plain
-    grpcio server. With `health`, `basra-rules serve` has its health port on."""
+    `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N` (work threads),
+    `/switch=S` (GIL switch interval), `/pending=N` (calls core holds before the intake) or
+    `/grpc-limit=N` (grpcio's `maximum_concurrent_rpcs`),
+    through benchmarks.bench_server (the service's own builder); `bare`, the plain grpcio
+    server. With `health`, `basra-rules serve` has its health port on."""
     if variant == BARE:
         with bare_server() as bare:
             yield bare
@@ -497,6 +499,10 @@ def server_of(
             threads = int(value)
         elif key == "switch":
             knobs += ["--switch-interval", value]
+        elif key == "pending":
+            knobs += ["--pending-calls", value]
+        elif key == "grpc-limit":
+            knobs += ["--grpc-limit", value]
         else:
             flags += [f"--{key}", value]
     if health and (threads or knobs or tree is not None):

@@ -6,7 +6,9 @@ R calls a second whatever the answers, each with a 1 s deadline (`-t 1s`), over 
 For each server variant and RPC, on a fresh server (`--workers 2`, the chart's settings):
 
 - capacity: 16 calls in flight, each sent when the previous one ends (ghz `-c 16`);
-- 2x and 4x: ghz offers 2 (4) times that capacity per second for the phase's length.
+- 2x and 4x: ghz offers 2 (4) times that capacity per second for the phase's length;
+- N in flight (`--in-flight N`): a closed loop of N calls with 1 s deadlines, each sent as the
+  last one ends (a gateway with many callers, which sends again at once when refused).
 
 Per phase: goodput (OK calls per second over the capacity's), the callers' outcomes by code and
 by reason (from the status message: ghz keeps no ErrorInfo), the server's own counts over the
@@ -21,8 +23,9 @@ closing"); they are listed apart as `cut by ghz`, and the server counts them as 
 went away.
 
 Variants are those of benchmarks.overload (`sync`, `sync/admission-limit=32`, `/threads=N`,
-`/switch=S`); `--tree REV` runs the plain variants from a git worktree of REV (so that others'
-uncommitted work in a shared checkout does not enter the figures).
+`/switch=S`, `/pending=N`, `/grpc-limit=N`); `--tree REV` runs the plain variants from a git
+worktree of REV (so that others' uncommitted work in a shared checkout does not enter the
+figures).
 
     .venv/bin/python -m benchmarks.overload_ghz --runs 3 --json overload-ghz.json
     .venv/bin/python -m benchmarks.overload_ghz --variants sync --rpcs Apply --seconds 5
@@ -69,12 +72,17 @@ REASONS = (
 )
 
 
-def ghz(target: str, rpc: str, seconds: float, rps: float | None) -> dict[str, Any]:
-    """Run ghz once against `target`; return its JSON report."""
+def ghz(
+    target: str, rpc: str, seconds: float, rps: float | None, in_flight: int = 0
+) -> dict[str, Any]:
+    """Run ghz once against `target`; return its JSON report. Without `rps`, a closed loop of
+    `in_flight` calls with 1 s deadlines, or of the capacity's 16 with 5 s ones."""
     command = [str(GHZ), "--insecure", "--call", f"basra.v1.RulesService.{rpc}"]
     command += ["--data-file", str(ROOT / "deploy" / "ghz" / "data" / DATA[rpc])]
     command += ["--connections", str(CONNECTIONS), "-z", f"{seconds}s", "--format", "json"]
-    if rps is None:
+    if rps is None and in_flight:
+        command += ["-c", str(in_flight), "-t", DEADLINE]
+    elif rps is None:
         command += ["-c", str(CAPACITY_IN_FLIGHT), "-t", "5s"]
     else:
         command += ["--async", "--rps", str(round(rps)), "-c", "64", "-t", DEADLINE]
@@ -139,6 +147,7 @@ def run_phase(
     rps: float | None,
     base: float,
     probe_period: float = overload.PROBE_PERIOD,
+    in_flight: int = 0,
 ) -> Phase:
     """Offer one phase's load with probes alongside; count what both sides saw."""
     before = overload.scrape(server)
@@ -149,7 +158,7 @@ def run_phase(
         if server.health_port is not None:
             target = f"127.0.0.1:{server.health_port}"
             health = probers.enter_context(overload.probing(target, probe_period))
-        report = ghz(server.address, rpc, seconds, rps)
+        report = ghz(server.address, rpc, seconds, rps, in_flight)
     used = cpu_seconds(server.pids) - used
     time.sleep(overload.SCRAPE_DELAY)
     counted = overload.server_counts(before, overload.scrape(server), rpc)
@@ -209,6 +218,21 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
                     rps=rate,
                     base=base.ok_per_second,
                     probe_period=args.probe_period,
+                )
+            )
+        for in_flight in args.in_flight:
+            time.sleep(overload.SETTLE_SECONDS)
+            phases.append(
+                run_phase(
+                    server,
+                    variant,
+                    rpc,
+                    f"{in_flight} in flight",
+                    seconds=args.seconds,
+                    rps=None,
+                    base=base.ok_per_second,
+                    probe_period=args.probe_period,
+                    in_flight=in_flight,
                 )
             )
     return phases
@@ -299,6 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", type=lambda s: s.split(","), default=["sync"])
     parser.add_argument("--rpcs", type=lambda s: s.split(","), default=["SuggestMove", "Apply"])
     parser.add_argument("--factors", type=lambda s: [float(x) for x in s.split(",")])
+    parser.add_argument(
+        "--in-flight",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[],
+        help="closed-loop phases after the factors: this many calls in flight, 1 s deadlines",
+    )
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each phase")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tree", help="run the plain variants from a worktree of this revision")

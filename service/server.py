@@ -61,7 +61,7 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
         ("grpc.http2.max_ping_strikes", 2),
     ]
     if config.admission_limit:
-        options += _intake_limits(config.admission_limit)
+        options += _intake_limits()
     if config.max_connection_age_seconds > 0:
         options.append(
             ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000))
@@ -77,20 +77,26 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
 
 # The longest a call may wait in gRPC core before the server takes it in (whole seconds).
 MAX_UNTAKEN_SECONDS = 1
+# Calls gRPC core holds for a worker that has not taken them in yet, whatever the bound (a
+# small bound must not cancel a small burst). More lets a closed loop of a few hundred calls
+# in flight be refused OVERLOADED instead of CANCELLED, but under a flood calls then wait in
+# core longer and goodput falls (4x SuggestMove: 0.69 at 64, 0.44 at 256; BENCHMARKS.md,
+# "Overload with ghz").
+PENDING_CALLS = 64
 
 
-def _intake_limits(admission_limit: int) -> list[tuple[str, int]]:
+def _intake_limits() -> list[tuple[str, int]]:
     """gRPC core's own limits on the calls waiting for the server to take them in.
 
     The admission bound (service/admission.py) is decided as the server takes a call in; when
     calls come faster than the server can even take them in (and refuse them), they wait in
-    gRPC core, unseen and past their deadlines. Core then refuses what waits beyond the bound
-    (at random between it and twice it, all beyond: CANCELLED, in C, no Python work) and drops
-    what has waited a second, so the server only ever takes in calls that can still be answered.
+    gRPC core, unseen. Core refuses what waits beyond PENDING_CALLS (at random up to twice it,
+    all beyond: CANCELLED, in C, no Python work) and drops what has waited a second, so the
+    server takes in calls that can still be answered.
     """
     return [
-        ("grpc.server.max_pending_requests", admission_limit),
-        ("grpc.server.max_pending_requests_hard_limit", 2 * admission_limit),
+        ("grpc.server.max_pending_requests", PENDING_CALLS),
+        ("grpc.server.max_pending_requests_hard_limit", 2 * PENDING_CALLS),
         ("grpc.server_max_unrequested_time_in_server", MAX_UNTAKEN_SECONDS),
     ]
 

@@ -34,7 +34,13 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
-from service.server import SYNC_THREADS, build_server, grpc_options, make_handlers
+from service.server import (
+    PENDING_CALLS,
+    SYNC_THREADS,
+    build_server,
+    grpc_options,
+    make_handlers,
+)
 from service.servicer import respond
 from testkit.actions import action_to_proto
 
@@ -194,6 +200,26 @@ def test_a_saturated_server_refuses_past_its_bound_with_overloaded_and_retry_inf
     calls = [line for line in logged if line.get("event") == "rpc"]
     assert [line["code"] for line in calls] == ["OK", "OK"]  # the refusal: no line of its own
     assert [line["event"] for line in logged if line["level"] == "warning"] == ["shedding load"]
+
+
+def test_a_burst_far_past_the_bound_is_refused_overloaded_never_cancelled(
+    serve: Callable[[Config], Running],
+) -> None:
+    """A burst of many times the bound at once: every call past it is refused OVERLOADED by
+    the service, none cancelled by gRPC core (its limit on calls not yet taken in is not the
+    bound), and the server counts each refusal as its caller saw it."""
+    server = serve(Config(admission_limit=2))
+    burst = 60  # thirty times the bound; a core limit equal to the bound cancelled most of it
+    with grpc.insecure_channel(server.target) as channel:
+        held = _hold(server, channel, 2)
+        apply = _rpc(channel, APPLY)
+        sent = [apply.future(_apply_request(), timeout=WAIT) for _ in range(burst)]
+        codes = [call.exception().code() for call in sent]  # type: ignore[union-attr]
+        assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * burst
+        assert {reason_of(call.exception()) for call in sent} == {"OVERLOADED"}
+        assert server.refusals("Apply", "OVERLOADED") == burst
+        _release(server)
+        assert all(len(call.result(WAIT)) > 0 for call in held)
 
 
 def test_health_answers_while_every_worker_is_busy(
@@ -398,12 +424,14 @@ def test_an_unbounded_server_never_sheds() -> None:
 
 
 def test_grpc_core_bounds_the_calls_waiting_to_be_taken_in() -> None:
-    """With a bound, gRPC core holds at most the bound of calls the server has not taken in
-    (refusing at random up to twice it) and none longer than a second; without, its defaults."""
-    options = dict(grpc_options(Config(admission_limit=64)))
-    assert options["grpc.server.max_pending_requests"] == 64
-    assert options["grpc.server.max_pending_requests_hard_limit"] == 128
-    assert options["grpc.server_max_unrequested_time_in_server"] == 1
+    """With a bound, gRPC core holds at most PENDING_CALLS calls the server has not taken in
+    (refusing at random up to twice it), whatever the bound, and none longer than a second;
+    without a bound, its defaults."""
+    for limit in (2, 64, 1000):
+        options = dict(grpc_options(Config(admission_limit=limit)))
+        assert options["grpc.server.max_pending_requests"] == PENDING_CALLS
+        assert options["grpc.server.max_pending_requests_hard_limit"] == 2 * PENDING_CALLS
+        assert options["grpc.server_max_unrequested_time_in_server"] == 1
     unbounded = dict(grpc_options(Config(admission_limit=0)))
     assert "grpc.server.max_pending_requests" not in unbounded
     assert "grpc.server_max_unrequested_time_in_server" not in unbounded
