@@ -24,8 +24,9 @@ from concurrent import futures
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from service.health_status import HealthStatuses
 from service.server import HEALTH_NAMES
 
 # A Check is answered in microseconds; two threads let a second probe in while one answers.
@@ -36,12 +37,12 @@ _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-class _ChecksOnly(health.HealthServicer):
-    """The health service without Watch: probes only Check. A watch is a stream the servicer
-    answers under its lock, and grpc_health can deadlock when one closes while the drain sets
-    NOT_SERVING; clients that watch (client-side health checking) ask the gRPC port."""
+class _ChecksOnly(HealthStatuses):
+    """The health service without Watch: probes only Check, and clients that watch
+    (client-side health checking) ask the gRPC port. The statuses end in the SIGTERM handler,
+    in the main thread, which must never wait for grpc as an update sent to a watcher would."""
 
-    def Watch(self, request: Any, context: Any, send_response_callback: Any = None) -> Any:  # noqa: N802
+    def Watch(self, request: Any, context: Any, send_response_callback: Any = None) -> None:  # noqa: N802
         """Refused: UNIMPLEMENTED."""
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "Watch is served on the gRPC port only")
 
@@ -52,7 +53,7 @@ class ProbePort:
     def __init__(self, host: str, port: int) -> None:
         """Listen on `host`:`port` in plaintext, NOT_SERVING for every name; refuse clearly
         (OSError) when the port cannot be had."""
-        self.servicer = _ChecksOnly(experimental_non_blocking=False)
+        self.servicer = _ChecksOnly()
         for name in HEALTH_NAMES:
             self.servicer.set(name, _NOT_SERVING)
         pool = futures.ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="health")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service import batch, reflection
 from service.admission import Admission, AdmissionInterceptor
@@ -21,6 +21,7 @@ from service.config import Config
 from service.deadlines import SearchClock
 from service.grace import Grace
 from service.handlers import Handlers, Limits
+from service.health_status import HealthStatuses
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.metrics import Tally
 from service.servicer import SERVICE_NAME, RulesServicer, add_to_server
@@ -182,7 +183,7 @@ class RulesServer:
     its grace and its admission."""
 
     server: grpc.Server
-    health: health.HealthServicer
+    health: HealthStatuses
     port: int
     executor: futures.ThreadPoolExecutor
     grace: Grace
@@ -233,7 +234,7 @@ def build_server(
         config, handlers, admission, observer.metrics, RECEIVE_FACTOR * config.max_message_bytes
     )
     add_to_server(RulesServicer(handlers), server, config.max_message_bytes, batched)
-    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_servicer = HealthStatuses()
     for name in HEALTH_NAMES:
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
