@@ -79,10 +79,8 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
 # The longest a call may wait in gRPC core before the server takes it in (whole seconds).
 MAX_UNTAKEN_SECONDS = 1
 # Calls gRPC core holds for a worker that has not taken them in yet, whatever the bound (a
-# small bound must not cancel a small burst). More lets a closed loop of a few hundred calls
-# in flight be refused OVERLOADED instead of CANCELLED, but under a flood calls then wait in
-# core longer and goodput falls (4x SuggestMove: 0.69 at 64, 0.44 at 256; BENCHMARKS.md,
-# "Overload with ghz").
+# small bound must not cancel a small burst); more held there wait longer under a flood, and
+# goodput falls (docs/capacity.md, "The admission bound").
 PENDING_CALLS = 64
 
 

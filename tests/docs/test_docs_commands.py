@@ -257,12 +257,27 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ): NotRun(OVERLOAD_GHZ),
     (
         "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
+        "--tree 7d8178c --variants sync,sync/pending=64 --rpcs SuggestMove --factors 4 "
+        "--seconds 8"
+    ): NotRun(OVERLOAD_GHZ),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
         "--variants sync/threads=2/switch=0.0005,sync/threads=8/switch=0.005 --rpcs "
         "SuggestMove,Apply --seconds 8"
     ): NotRun(OVERLOAD_GHZ),
     (
         "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
-        "--health-port --probe-period 0.05 --seconds 8"
+        "--health-port --probe-period 0.05 --factors 2,4 --in-flight 300 --seconds 8"
+    ): NotRun(OVERLOAD_GHZ),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
+        "--variants sync/pending=64,sync/pending=256,sync/pending=1024 --factors 2,4 "
+        "--in-flight 300 --seconds 8"
+    ): NotRun(OVERLOAD_GHZ),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
+        "--variants sync/pending=64,sync/admission-limit=100000/grpc-limit=64 --factors 4 "
+        "--in-flight 300 --seconds 8"
     ): NotRun(OVERLOAD_GHZ),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out /tmp/ladder.json": (
         Run(extra=("--seeds", "2"))
