@@ -140,11 +140,11 @@ class Admission:
         )
         return replace(refusal, retry_delay=self.retry_delay())
 
-    def shed_report(self) -> int:
-        """Count one refused call; every SHED_LOG_SECONDS, return how many (else 0)."""
+    def shed_report(self, refused: int = 1) -> int:
+        """Count refused calls (or batch items); every SHED_LOG_SECONDS, return how many."""
         now = time.monotonic()
         with self._lock:
-            self._shed_since_log += 1
+            self._shed_since_log += refused
             if now - self._last_log < SHED_LOG_SECONDS:
                 return 0
             count, self._shed_since_log, self._last_log = self._shed_since_log, 0, now
@@ -311,7 +311,11 @@ class _Shedding:
     def count(self, method: str) -> None:
         """Count a refused call in the standard series and by reason; log now and then."""
         self._tally(method, "RESOURCE_EXHAUSTED", ServiceReason.OVERLOADED)
-        shed = self.admission.shed_report()
+        self.report(1)
+
+    def report(self, refused: int) -> None:
+        """Add refused calls (or batch items) to the periodic "shedding load" warning."""
+        shed = self.admission.shed_report(refused)
         if shed:
             self.logger.warning(
                 "shedding load",
@@ -340,6 +344,8 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         self._shedding = _Shedding(admission, tally, logger)
         self.pool = WorkPool(admission, threads, observe_wait, self._shedding.gone)
         """The server's thread pool (give it to grpc.server)."""
+        self.shed = self._shedding.report
+        """Add refused batch items to the "shedding load" warning (they are tallied apart)."""
         self.probe_lane = lane("probe", PROBE_THREADS)
         self.inline = Inline(max_workers=1)
         self._refusers: dict[str, Handler] = {}

@@ -168,9 +168,11 @@ class BatchApply:
         max_items: int,
         max_item_bytes: int,
         max_response_bytes: int,
+        shed: Callable[[int], None] = lambda refused: None,
     ) -> None:
         self._apply: Callable[[Any], bytes] = handlers.apply
         self._admission = admission
+        self._shed = shed
         self._tally = tally
         self._item_tally = tally.method("UNARY", SERVICE_NAME, ITEM_METHOD) if tally else None
         self._max_items = max_items
@@ -224,6 +226,8 @@ class BatchApply:
         finally:
             if held:
                 self._admission.release(held)
+        if outcomes[ServiceReason.OVERLOADED.value]:
+            self._shed(outcomes[ServiceReason.OVERLOADED.value])
         data = ResponseWire(results=results).SerializeToString()
         return BatchAnswer(data, len(items), outcomes)
 
@@ -260,6 +264,8 @@ def served(
     admission: Admission,
     tally: Tally | None,
     max_call_bytes: int,
+    *,
+    shed: Callable[[int], None],
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """The batch method's handler, reading its body with a reader that never raises; a whole
     request, and a whole response, is held to `max_call_bytes` (its items to the unary bound)."""
@@ -270,6 +276,7 @@ def served(
         max_items=config.max_batch_items,
         max_item_bytes=config.max_message_bytes,
         max_response_bytes=max_call_bytes,
+        shed=shed,
     )
     read: Callable[[bytes], Message | Unreadable] = _reader(RequestWire, max_call_bytes)
     return {

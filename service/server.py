@@ -229,7 +229,12 @@ def build_server(
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
     batched = batch.served(
-        config, handlers, admission, observer.metrics, RECEIVE_FACTOR * config.max_message_bytes
+        config,
+        handlers,
+        admission,
+        observer.metrics,
+        RECEIVE_FACTOR * config.max_message_bytes,
+        shed=admitting.shed,
     )
     add_to_server(RulesServicer(handlers), server, config.max_message_bytes, batched)
     health_servicer = HealthStatuses()

@@ -279,6 +279,21 @@ def test_items_past_the_admission_room_are_refused_overloaded(samples: list[byte
         server.close()
 
 
+def test_items_refused_for_load_are_in_the_shedding_warning(samples: list[bytes]) -> None:
+    """A worker that sheds only batch items says so: its "shedding load" warning counts them."""
+    server = start_server(replace(CONFIG, admission_limit=5))
+    admission = server.built.admission.admission
+    try:
+        assert admission.take(4) == 4  # room for the batch's own unit alone
+        seen = batched(server.channel, [samples[0]] * 4)
+        assert [s.reason for s in seen] == ["", "OVERLOADED", "OVERLOADED", "OVERLOADED"]
+    finally:
+        admission.release(4)
+        server.close()
+    warnings = [line for line in server.log_lines() if line.get("event") == "shedding load"]
+    assert [(line["refused"], line["reason"]) for line in warnings] == [(3, "OVERLOADED")]
+
+
 def test_items_refused_for_load_are_counted_as_unary_calls_refused_for_load(
     samples: list[bytes],
 ) -> None:
