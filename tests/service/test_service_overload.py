@@ -214,7 +214,7 @@ def test_a_burst_far_past_the_bound_is_refused_overloaded_never_cancelled(
         held = _hold(server, channel, 2)
         apply = _rpc(channel, APPLY)
         sent = [apply.future(_apply_request(), timeout=WAIT) for _ in range(burst)]
-        codes = [call.exception().code() for call in sent]  # type: ignore[union-attr]
+        codes = [call.exception().code() for call in sent]
         assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * burst
         assert {reason_of(call.exception()) for call in sent} == {"OVERLOADED"}
         assert server.refusals("Apply", "OVERLOADED") == burst
