@@ -226,8 +226,8 @@ class BatchApply:
         finally:
             if held:
                 self._admission.release(held)
-        if outcomes[ServiceReason.OVERLOADED.value]:
-            self._shed(outcomes[ServiceReason.OVERLOADED.value])
+        if shed := outcomes[ServiceReason.OVERLOADED.value]:
+            self._shed(shed)
         data = ResponseWire(results=results).SerializeToString()
         return BatchAnswer(data, len(items), outcomes)
 

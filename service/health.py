@@ -9,13 +9,12 @@ supervisor's interpreter is idle, and answers in tens of milliseconds at the sam
 
 It serves grpc.health.v1's Check only (no Watch, no reflection, no RulesService), always in
 plaintext: the kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the
-statuses. They are
-the supervisor's view of its workers, following the same events as each worker's own statuses
-on the gRPC port: NOT_SERVING until every worker serves (a worker reports that it serves once
-its server has started and said SERVING), NOT_SERVING while no worker is alive (until a
-replacement serves), and NOT_SERVING for good from the moment SIGTERM arrives, as the workers
-begin their drain, until the supervisor exits. A worker that is alive but stuck goes unseen
-here, as the supervisor cannot tell it from a busy one.
+statuses. They are the supervisor's view of its workers, following the same events as each
+worker's own statuses on the gRPC port: NOT_SERVING until every worker serves (a worker
+reports that it serves once its server has started and said SERVING), NOT_SERVING while no
+worker is alive (until a replacement serves), and NOT_SERVING for good from the moment SIGTERM
+arrives, as the workers begin their drain, until the supervisor exits. A worker that is alive
+but stuck goes unseen here, as the supervisor cannot tell it from a busy one.
 """
 
 from __future__ import annotations

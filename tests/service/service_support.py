@@ -29,7 +29,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
-from service.server import HANDLERS_SECONDS, RulesServer, build_server
+from service.server import HANDLERS_SECONDS, HEALTH_SERVICE_NAME, RulesServer, build_server
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
 from testkit.harness import ServedProcess
 
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from service.tracing import Tracing
 
 REPO = Path(__file__).resolve().parents[2]
-HEALTH_SERVICE = "grpc.health.v1.Health"
 # How long a stop may take past its grace and its handlers' seconds before a test fails.
 STOP_MARGIN_SECONDS = 10.0
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
@@ -121,7 +120,7 @@ class InProcess:
     def open_watches(self) -> float:
         """Health Watch streams the server has started and not yet seen end."""
         self.tally.flush()
-        labels = {"grpc_service": HEALTH_SERVICE, "grpc_method": "Watch"}
+        labels = {"grpc_service": HEALTH_SERVICE_NAME, "grpc_method": "Watch"}
         started = self.registry.get_sample_value(
             "grpc_server_started_total", {"grpc_type": "SERVER_STREAM", **labels}
         )
