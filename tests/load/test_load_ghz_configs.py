@@ -20,6 +20,7 @@ from basra.v1 import rules_pb2 as pb
 
 from benchmarks import ghz_data
 from clients import load
+from service.config import Config
 from testkit import harness
 from testkit.harness import ServedProcess
 
@@ -68,6 +69,12 @@ def test_config_uses_reflection_and_enough_connections(path: Path) -> None:
     assert config.concurrency >= config.connections
     # ghz opens data-file relative to its working directory: the docs run it from the root.
     assert (REPO / raw["data-file"]).is_file()
+
+
+def test_the_batch_config_never_holds_more_items_than_a_worker_admits() -> None:
+    """All its batches in flight, landed on one worker, fit that worker's default bound."""
+    config = load.config_from_dict(_raw(GHZ_DIR / "batch_apply.json"), REPO)
+    assert config.concurrency * ghz_data.BATCH_ITEMS <= Config().admission_limit
 
 
 def test_data_files_are_what_the_script_generates() -> None:
