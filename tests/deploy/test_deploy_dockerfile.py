@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.deploy_support import (
+from testkit.deployment import (
     CHART_DIR,
     CONTRACT_DEFAULTS,
     DOCKERFILE,

@@ -36,9 +36,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from testkit import docker_engine
 from testkit import reflection as reflect
-from tests.deploy import docker_engine
-from tests.deploy.deploy_support import (
+from testkit.deployment import (
     CHART_OVERRIDES,
     HEALTH_SERVICE,
     REPO,
@@ -47,10 +47,10 @@ from tests.deploy.deploy_support import (
     env_map,
     manifests,
     one,
+    read_lock,
     render,
 )
-from tests.deploy.docker_engine import Engine
-from tests.deploy.test_deploy_lock import read_lock
+from testkit.docker_engine import Engine
 from tests.docs.doc_commands import commands
 
 IMAGE = "basra-rules:0.1.0"

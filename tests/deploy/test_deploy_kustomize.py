@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.deploy_support import (
+from testkit.deployment import (
     K8S_DIR,
     KUBE_VERSIONS,
     check_references,

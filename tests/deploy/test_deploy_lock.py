@@ -5,57 +5,15 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.deploy.deploy_support import BUILD_LOCK, REPO, RUNTIME_LOCK
+from testkit.deployment import BUILD_LOCK, REPO, RUNTIME_LOCK, Pin, read_lock
 
 BUILD_INPUT = REPO / "deploy" / "build-requirements.in"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
 PYTHONS = ("3.11", "3.12", "3.13")  # the base images the project builds on (trixie: 3.13)
-
-
-@dataclass(frozen=True)
-class Pin:
-    """One locked package: its version, the hashes allowed for its files and its marker."""
-
-    version: str
-    hashes: frozenset[str]
-    marker: str | None
-    via: frozenset[str]
-    """What asked for it: other pins by name, or the input (e.g. "basra-rules (pyproject.toml)")."""
-
-
-def read_lock(path: Path) -> tuple[str, dict[str, Pin]]:
-    """The command recorded in a lock's header, and its pins by canonical name."""
-    text = path.read_text()
-    header = re.search(r"^#    (uv pip compile .*)$", text, re.MULTILINE)
-    assert header, f"{path.name} does not say which command wrote it"
-    pins: dict[str, Pin] = {}
-    # One entry: "name==version [; marker] \" then "--hash=..." lines, then "# via" comments.
-    for entry in re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2]):
-        lines = [line.strip() for line in entry.splitlines() if line.strip()]
-        if not lines or lines[0].startswith("#"):
-            continue
-        requirement = Requirement(lines[0].rstrip("\\").strip())
-        (specifier,) = requirement.specifier
-        assert specifier.operator == "==", f"{path.name}: {lines[0]} is not pinned"
-        hashes = frozenset(
-            line.removeprefix("--hash=sha256:").rstrip("\\").strip()
-            for line in lines[1:]
-            if line.startswith("--hash=")
-        )
-        name = canonicalize_name(requirement.name)
-        assert name not in pins, f"{path.name} pins {name} twice"
-        marker = str(requirement.marker) if requirement.marker else None
-        comments = [line.removeprefix("#").strip() for line in lines if line.startswith("#")]
-        via = [c.removeprefix("via").strip() for c in comments if c.startswith("via")]
-        via += [c for c in comments if not c.startswith("via")]
-        pins[name] = Pin(specifier.version, hashes, marker, frozenset(v for v in via if v))
-    return header.group(1), pins
 
 
 def _pyproject() -> dict[str, object]:

@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from testkit import harness
-from tests.deploy.deploy_support import HEALTH_SERVICE, container, env_map, manifests, render
+from testkit.deployment import HEALTH_SERVICE, container, env_map, manifests, render
 
 
 def health_status(channel: grpc.Channel, service: str) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from service.config import SETTINGS, Config, Setting, env_name, resolve
-from tests.deploy.deploy_support import (
+from testkit.deployment import (
     ALL_ON,
     CHART_DIR,
     CHART_OVERRIDES,

@@ -8,7 +8,7 @@ from typing import Any
 from service.config import resolve
 from service.signing import load_keys
 from service.tls import tls_files
-from tests.deploy.deploy_support import (
+from testkit.deployment import (
     ALL_ON,
     TEST_SIGNING_KEYS,
     container,

@@ -29,8 +29,7 @@ from packaging.utils import canonicalize_name
 
 from testkit import harness
 from testkit import reflection as reflect
-from tests.deploy.deploy_support import REPO, copy_build_sources
-from tests.deploy.test_deploy_lock import read_lock
+from testkit.deployment import REPO, copy_build_sources, read_lock
 
 SHIPPED = ("engine", "service", "clients")
 NEVER_SHIPPED = ("tests", "testkit", "benchmarks")

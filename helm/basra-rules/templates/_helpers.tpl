@@ -132,3 +132,22 @@ grpc:
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{/*
+The Deployment's replicas. Without the autoscaler, replicaCount. With it, the Deployment is
+the autoscaler's to size, but a Deployment without replicas starts with one pod, so that
+`helm install --wait` would return with fewer pods than minReplicas (and a PodDisruptionBudget
+that lets the only pod go) until the autoscaler's first pass. So: minReplicas on install, and
+on upgrade the count the autoscaler has set, read from the cluster (at least minReplicas), so
+that an upgrade never undoes a scale-up. `helm template` cannot read the cluster: minReplicas.
+*/}}
+{{- define "basra-rules.replicas" -}}
+{{- if not .Values.autoscaling.enabled -}}
+{{- .Values.replicaCount -}}
+{{- else -}}
+{{- $running := lookup "apps/v1" "Deployment" .Release.Namespace (include "basra-rules.fullname" .) -}}
+{{- $current := 0 -}}
+{{- if $running -}}{{- $current = int (default 0 $running.spec.replicas) -}}{{- end -}}
+{{- max $current (int .Values.autoscaling.minReplicas) -}}
+{{- end -}}
+{{- end -}}

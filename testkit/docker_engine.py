@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.deploy.deploy_support import REPO
+from testkit.deployment import REPO
 
 BASE_SCRIPT = REPO / "deploy" / "python-base.sh"
 CACHE_DIR = REPO / ".cache" / "python-base"

@@ -14,8 +14,10 @@ from typing import Any
 import helm_python as helm
 import kubernetes_validate
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CHART_DIR = REPO / "helm" / "basra-rules"
 K8S_DIR = REPO / "deploy" / "k8s"
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
@@ -405,3 +407,43 @@ def copy_build_sources(destination: Path) -> list[str]:
                 shutil.copy2(path, target)
                 copied.append(relative)
     return copied
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One locked package: its version, the hashes allowed for its files and its marker."""
+
+    version: str
+    hashes: frozenset[str]
+    marker: str | None
+    via: frozenset[str]
+    """What asked for it: other pins by name, or the input (e.g. "basra-rules (pyproject.toml)")."""
+
+
+def read_lock(path: Path) -> tuple[str, dict[str, Pin]]:
+    """The command recorded in a lock's header, and its pins by canonical name."""
+    text = path.read_text()
+    header = re.search(r"^#    (uv pip compile .*)$", text, re.MULTILINE)
+    assert header, f"{path.name} does not say which command wrote it"
+    pins: dict[str, Pin] = {}
+    # One entry: "name==version [; marker] \" then "--hash=..." lines, then "# via" comments.
+    for entry in re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2]):
+        lines = [line.strip() for line in entry.splitlines() if line.strip()]
+        if not lines or lines[0].startswith("#"):
+            continue
+        requirement = Requirement(lines[0].rstrip("\\").strip())
+        (specifier,) = requirement.specifier
+        assert specifier.operator == "==", f"{path.name}: {lines[0]} is not pinned"
+        hashes = frozenset(
+            line.removeprefix("--hash=sha256:").rstrip("\\").strip()
+            for line in lines[1:]
+            if line.startswith("--hash=")
+        )
+        name = canonicalize_name(requirement.name)
+        assert name not in pins, f"{path.name} pins {name} twice"
+        marker = str(requirement.marker) if requirement.marker else None
+        comments = [line.removeprefix("#").strip() for line in lines if line.startswith("#")]
+        via = [c.removeprefix("via").strip() for c in comments if c.startswith("via")]
+        via += [c for c in comments if not c.startswith("via")]
+        pins[name] = Pin(specifier.version, hashes, marker, frozenset(v for v in via if v))
+    return header.group(1), pins

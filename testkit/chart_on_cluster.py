@@ -1,0 +1,196 @@
+"""The chart installed on a test cluster (testkit/cluster.py), and what the tests read of it.
+
+A release is installed as users install it, `helm install --wait` with the chart's own values
+and only the image's reference and pull policy set, plus whatever a test names. What the pods
+did is read where it lands: the Kubernetes API for objects and events, the pods' metrics
+emptyDir on the node for each worker's own counters (each worker writes its own file there,
+which /metrics sums), and the kubelet's pod logs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from testkit.cluster import Cluster
+from testkit.deployment import CHART_DIR
+
+CHART_IMAGE = ("--set", "image.repository=basra-rules", "--set", "image.pullPolicy=Never")
+RULES_SERVICE = "basra.v1.RulesService"
+HELM_TIMEOUT = "180s"
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release of the chart on the cluster."""
+
+    cluster: Cluster
+    name: str
+    namespace: str
+
+    @property
+    def selector(self) -> str:
+        """The label selector of the release's pods."""
+        return f"app.kubernetes.io/instance={self.name}"
+
+    def kubectl(self, *args: str, **options: Any) -> Any:
+        """kubectl in the release's namespace."""
+        return self.cluster.kubectl("--namespace", self.namespace, *args, **options)
+
+    def get(self, *args: str) -> Any:
+        """`kubectl get ... -o json` in the release's namespace."""
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def upgrade(self, *flags: str, wait: bool = True, check: bool = True) -> Any:
+        """`helm upgrade` of the release with its values kept and `flags` added."""
+        return self.cluster.helm(
+            "upgrade",
+            self.name,
+            str(CHART_DIR),
+            "--namespace",
+            self.namespace,
+            "--reuse-values",
+            *flags,
+            *(("--wait", "--timeout", HELM_TIMEOUT) if wait else ()),
+            timeout=300,
+            check=check,
+        )
+
+    def service_ip(self, service: str | None = None) -> str:
+        """The ClusterIP of the release's Service (or another Service of the namespace)."""
+        return str(self.get("service", service or self.name)["spec"]["clusterIP"])
+
+    def target(self) -> str:
+        """host:port of the gRPC port through the Service."""
+        return f"{self.service_ip()}:50051"
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The release's pods that are not being deleted."""
+        found = self.get("pods", "-l", self.selector)["items"]
+        return [p for p in found if not p["metadata"].get("deletionTimestamp")]
+
+    def ready_pods(self) -> list[dict[str, Any]]:
+        """The release's pods whose Ready condition is true."""
+        return [p for p in self.pods() if ready(p)]
+
+    def wait_ready(self, count: int, seconds: float = 180.0) -> list[dict[str, Any]]:
+        """Wait until exactly `count` pods exist and all are Ready; return them."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pods = self.pods()
+            if len(pods) == count and all(ready(p) for p in pods):
+                return pods
+            time.sleep(0.5)
+        raise TimeoutError(
+            f"{count} ready pods of {self.name} not within {seconds} s: "
+            f"{[(p['metadata']['name'], ready(p)) for p in self.pods()]}"
+        )
+
+    def endpoints(self, service: str | None = None) -> list[str]:
+        """The ready addresses the Service's EndpointSlices list."""
+        slices = self.get(
+            "endpointslices", "-l", f"kubernetes.io/service-name={service or self.name}"
+        )["items"]
+        return sorted(
+            address
+            for piece in slices
+            for endpoint in piece.get("endpoints") or []
+            if endpoint.get("conditions", {}).get("ready")
+            for address in endpoint["addresses"]
+        )
+
+    def events(self, involving: str) -> list[dict[str, Any]]:
+        """Events about one object of the namespace."""
+        found = self.get("events", "--field-selector", f"involvedObject.name={involving}")
+        return list(found["items"])
+
+    def metrics_dir(self, pod: Mapping[str, Any]) -> Path:
+        """The pod's prometheus-client multiprocess directory, an emptyDir on the node."""
+        uid = str(pod["metadata"]["uid"])
+        return (
+            self.cluster.root
+            / "kubelet"
+            / "root"
+            / "pods"
+            / uid
+            / "volumes"
+            / "kubernetes.io~empty-dir"
+            / "metrics"
+        )
+
+    def worker_calls(self, pod: Mapping[str, Any], method: str | None = None) -> dict[str, float]:
+        """RulesService calls each of the pod's workers has handled (all codes), by the
+        worker's own counter file, optionally for one method."""
+        calls = {}
+        directory = self.metrics_dir(pod)
+        for path in sorted(directory.glob("counter_*.db")):
+            calls[path.stem.removeprefix("counter_")] = counter_total(
+                [path],
+                "grpc_server_handled_total",
+                {"grpc_service": RULES_SERVICE, **({"grpc_method": method} if method else {})},
+            )
+        return calls
+
+    def logs(self, pod: Mapping[str, Any]) -> list[str]:
+        """`kubectl logs` of the pod's server container, as lines."""
+        done = self.kubectl("logs", pod["metadata"]["name"], "-c", "server", timeout=60)
+        return list(done.stdout.splitlines())
+
+
+def ready(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's Ready condition is true."""
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in pod.get("status", {}).get("conditions", [])
+    )
+
+
+def counter_total(files: Sequence[Path], family: str, labels: Mapping[str, str]) -> float:
+    """A family's samples with the given labels, summed, read from multiprocess files the way
+    /metrics reads them (prometheus-client's MultiProcessCollector)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in files:
+            shutil.copy2(path, Path(scratch) / path.name)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, scratch)  # type: ignore[no-untyped-call]
+        return sum(
+            sample.value
+            for metric in registry.collect()
+            for sample in metric.samples
+            if sample.name == family and all(sample.labels.get(k) == v for k, v in labels.items())
+        )
+
+
+def install(
+    cluster: Cluster, name: str, namespace: str, values: Sequence[str] = (), wait: bool = True
+) -> Release:
+    """`helm install` the chart with its own values, the image's reference and pull policy,
+    and `values` (more `--set`/`-f` flags)."""
+    cluster.helm(
+        "install",
+        name,
+        str(CHART_DIR),
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        *CHART_IMAGE,
+        *values,
+        *(("--wait", "--timeout", HELM_TIMEOUT) if wait else ()),
+        timeout=300,
+    )
+    return Release(cluster, name, namespace)
+
+
+def by_pod(calls: Mapping[str, Mapping[str, float]]) -> Counter[str]:
+    """Calls per pod from calls per pod and worker."""
+    return Counter({pod: sum(workers.values()) for pod, workers in calls.items()})

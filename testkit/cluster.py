@@ -1,0 +1,968 @@
+"""A single-node Kubernetes of the test's own: started, used and always removed.
+
+The components are the pinned build of .ci/cluster-tools (Kubernetes from the Go module proxy,
+as one multi-call binary `kube`, and helm), with Debian's containerd, runc, CNI plugins and
+etcd. Everything a cluster makes is its own, so that two checkouts' suites can run one each on
+the same machine:
+
+- a network namespace (the node): every component runs in it, so the apiserver, etcd and the
+  kubelet listen on the node's own loopback and kube-proxy's iptables chains are the node's
+  alone; a veth link joins it to the host, and the host routes only the cluster's two ranges
+  over it;
+- addresses from the range reserved for testing (198.18.0.0/15), a slot of them per cluster,
+  taken by an exclusive lock; pods get a route to the Service range and none off the machine;
+- a containerd with its own socket, root and state, a kubelet with its own root directory,
+  pod-log directory and cgroup root, all below one state directory per slot.
+
+Teardown runs even when a test fails: workloads deleted while the kubelet can still stop them,
+then the processes by PID, the sandboxes' network namespaces, mounts, cgroups, the link and
+the node's namespace (and with it its iptables chains and forwarding switch). A run that was
+killed before its teardown leaves its slot's lock free; the next cluster on that slot removes
+what it left first.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import fcntl
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = REPO / ".ci" / "tools" / "cluster" / "bin"
+KUBE = TOOLS / "kube"
+HELM = TOOLS / "helm"
+PAUSE = TOOLS / "pause"
+METRICS_SERVER = TOOLS / "metrics-server"
+CNI_BIN = Path("/usr/lib/cni")
+LOCKS = Path("/run/basra-cluster")
+SLOTS = 16
+NODE = "basra-node"
+PAUSE_IMAGE = "basra.test/pause:1"
+START_SECONDS = 90.0
+STOP_SECONDS = 60.0
+DEBIAN_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "etcd", "ctr", "nsenter")
+
+
+def unavailable() -> str | None:
+    """Why no cluster can be started here, or None when one can."""
+    if os.geteuid() != 0:
+        return "a cluster needs root (network namespaces, mounts, cgroups)"
+    missing = [tool for tool in DEBIAN_TOOLS if shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed (.ci/cluster-tools installs them as root)"
+    for path in (KUBE, HELM, PAUSE, METRICS_SERVER, CNI_BIN / "bridge", CNI_BIN / "host-local"):
+        if not path.exists():
+            return f"{path} is missing (.ci/cluster-tools makes it)"
+    return None
+
+
+@dataclass(frozen=True)
+class Addresses:
+    """The ranges of one slot, all in 198.18.0.0/15 (RFC 2544, reserved for testing)."""
+
+    slot: int
+
+    @property
+    def link(self) -> ipaddress.IPv4Network:
+        """The host-node link, a /30."""
+        return ipaddress.IPv4Network(f"198.19.{self.slot}.0/30")
+
+    @property
+    def host(self) -> str:
+        """The host's end of the link."""
+        return str(self.link.network_address + 1)
+
+    @property
+    def node(self) -> str:
+        """The node's end of the link: the node's InternalIP."""
+        return str(self.link.network_address + 2)
+
+    @property
+    def pods(self) -> ipaddress.IPv4Network:
+        """The pods' range, on the node's bridge."""
+        return ipaddress.IPv4Network(f"198.18.{2 * self.slot}.0/24")
+
+    @property
+    def services(self) -> ipaddress.IPv4Network:
+        """The Services' ClusterIP range."""
+        return ipaddress.IPv4Network(f"198.18.{2 * self.slot + 1}.0/24")
+
+    @property
+    def gateway(self) -> str:
+        """The node's address on the pods' bridge."""
+        return str(self.pods.network_address + 1)
+
+
+@dataclass
+class Cluster:
+    """A running cluster: where its files are, and how to reach it."""
+
+    slot: int
+    root: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: list[IO[bytes]] = field(default_factory=list)
+
+    @property
+    def addresses(self) -> Addresses:
+        """The slot's address ranges."""
+        return Addresses(self.slot)
+
+    @property
+    def netns(self) -> str:
+        """The node's network namespace."""
+        return f"basra-k8s-{self.slot}"
+
+    @property
+    def host_link(self) -> str:
+        """The host's end of the veth link."""
+        return f"bk8s{self.slot}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The administrator's kubeconfig (system:masters)."""
+        return self.root / "pki" / "admin.kubeconfig"
+
+    @property
+    def containerd_socket(self) -> Path:
+        """The cluster's containerd."""
+        return self.root / "containerd" / "containerd.sock"
+
+    def in_node(self, *command: str) -> list[str]:
+        """`command` run in the node's network namespace (and no other of its namespaces, so
+        that mounts made there, by the kubelet say, are the host's)."""
+        return ["nsenter", f"--net=/run/netns/{self.netns}", "--", *command]
+
+    def env(self) -> dict[str, str]:
+        """Environment for kubectl and helm: this cluster, and a home of its own for helm."""
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "HELM_CACHE_HOME": str(self.root / "helm" / "cache"),
+            "HELM_CONFIG_HOME": str(self.root / "helm" / "config"),
+            "HELM_DATA_HOME": str(self.root / "helm" / "data"),
+        }
+
+    def run(
+        self, *command: str, timeout: float = 120.0, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command in the node's network namespace; its output as text."""
+        done = subprocess.run(
+            self.in_node(*command),
+            env=self.env(),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(command)} exited {done.returncode}:\n"
+                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
+        return done
+
+    def kubectl(self, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+        """kubectl against this cluster."""
+        return self.run(str(KUBE), "kubectl", *args, **options)
+
+    def helm(self, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+        """helm against this cluster."""
+        return self.run(str(HELM), *args, **options)
+
+    def get(self, *args: str) -> Any:
+        """`kubectl get ... -o json`, parsed."""
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def ctr(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+        """containerd's ctr in the kubelet's namespace of this cluster's containerd."""
+        return self.run(
+            "ctr",
+            "--address",
+            str(self.containerd_socket),
+            "-n",
+            "k8s.io",
+            *args,
+            timeout=timeout,
+        )
+
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive (`docker save`) into the node's containerd."""
+        self.ctr("images", "import", "--no-unpack", str(archive))
+
+    def log(self, name: str, tail: int = 3000) -> str:
+        """What one component printed so far (for failure messages)."""
+        path = self.root / "logs" / f"{name}.log"
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
+
+    def start(self, name: str, *command: str) -> None:
+        """Start one component in the node, its output to logs/NAME.log."""
+        log = (self.root / "logs" / f"{name}.log").open("ab")
+        self.logs.append(log)
+        self.processes[name] = subprocess.Popen(
+            self.in_node(*command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait(self, what: str, ready: Any, seconds: float, logs: Sequence[str] = ()) -> None:
+        """Poll `ready()` until it is true, for at most `seconds`; fail naming `what`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(
+                        f"{name} exited {process.returncode} while waiting for {what}:\n"
+                        f"{self.log(name)}"
+                    )
+            with contextlib.suppress(subprocess.SubprocessError, ValueError, AssertionError):
+                if ready():
+                    return
+            time.sleep(0.2)
+        told = "\n".join(f"--- {name}:\n{self.log(name)}" for name in logs)
+        raise TimeoutError(f"{what} not within {seconds} s\n{told}")
+
+
+# ---- certificates ---------------------------------------------------------------------------
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    path.chmod(0o600)
+
+
+def _certificate(
+    pki: Path,
+    name: str,
+    common: str,
+    ca: tuple[Any, x509.Certificate] | None,
+    *,
+    organization: str | None = None,
+    addresses: Sequence[str] = (),
+    names: Sequence[str] = (),
+) -> tuple[Any, x509.Certificate]:
+    """A key and certificate written to pki/NAME.key and NAME.crt: a CA when `ca` is None."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common)]
+    if organization:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    subject = x509.Name(attributes)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+    if ca is None:
+        builder = (
+            builder.issuer_name(subject)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+        )
+        signer = key
+    else:
+        builder = (
+            builder.issuer_name(ca[1].subject)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+        )
+        alternatives: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
+        alternatives += [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
+        if alternatives:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(alternatives), critical=False
+            )
+        signer = ca[0]
+    cert = builder.sign(signer, hashes.SHA256())
+    _write(
+        pki / f"{name}.key",
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        ),
+    )
+    _write(pki / f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM))
+    return key, cert
+
+
+def _kubeconfig(pki: Path, user: str, server: str) -> Path:
+    """A kubeconfig for `user`'s certificate against `server` (JSON is YAML)."""
+
+    def data(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "basra",
+                "cluster": {"server": server, "certificate-authority-data": data("ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": data(f"{user}.crt"),
+                    "client-key-data": data(f"{user}.key"),
+                },
+            }
+        ],
+        "contexts": [{"name": "basra", "context": {"cluster": "basra", "user": user}}],
+        "current-context": "basra",
+    }
+    path = pki / f"{user}.kubeconfig"
+    _write(path, json.dumps(config, indent=1).encode())
+    return path
+
+
+def _make_pki(cluster: Cluster) -> None:
+    """The cluster's CA, the apiserver's serving certificate, the clients' certificates and
+    the service-account signing key. Every component talks as system:masters: the tests
+    exercise the chart, not the cluster's RBAC."""
+    pki = cluster.root / "pki"
+    pki.mkdir()
+    address = cluster.addresses
+    ca = _certificate(pki, "ca", "basra-test-ca", None)
+    _certificate(
+        pki,
+        "apiserver",
+        "kube-apiserver",
+        ca,
+        addresses=("127.0.0.1", str(address.services.network_address + 1), address.node),
+        names=("kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"),
+    )
+    _certificate(pki, "admin", "basra-admin", ca, organization="system:masters")
+    _certificate(pki, "front-proxy", "front-proxy", ca)
+    _certificate(pki, "metrics-server", "metrics-server", ca, addresses=(address.node, "127.0.0.1"))
+    account = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _write(
+        pki / "sa.key",
+        account.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        ),
+    )
+    _write(
+        pki / "sa.pub",
+        account.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+    )
+    _kubeconfig(pki, "admin", "https://127.0.0.1:6443")
+
+
+# ---- the node: namespace, link, addresses ---------------------------------------------------
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False, timeout=30)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+def _make_node(cluster: Cluster) -> None:
+    """The node's namespace, its link to the host, routes, forwarding and masquerade."""
+    address = cluster.addresses
+    ns = cluster.netns
+    _ip("netns", "add", ns)
+    _ip("link", "add", cluster.host_link, "type", "veth", "peer", "name", f"{cluster.host_link}n")
+    _ip("link", "set", f"{cluster.host_link}n", "netns", ns)
+    _ip("-n", ns, "link", "set", f"{cluster.host_link}n", "name", "eth0")
+    _ip("addr", "add", f"{address.host}/30", "dev", cluster.host_link)
+    _ip("link", "set", cluster.host_link, "up")
+    _ip("-n", ns, "addr", "add", f"{address.node}/30", "dev", "eth0")
+    _ip("-n", ns, "link", "set", "lo", "up")
+    _ip("-n", ns, "link", "set", "eth0", "up")
+    # The host reaches the cluster's two ranges through the node, and nothing else.
+    for network in (address.pods, address.services):
+        _ip("route", "add", str(network), "via", address.node, "dev", cluster.host_link)
+    node = cluster.in_node
+    for setting in ("net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"):
+        subprocess.run(node("sysctl", "-qw", setting), check=True, timeout=30)
+    # Calls from the host to a pod's own address leave with the node's bridge address, which
+    # the pod reaches without a route of its own to the host.
+    subprocess.run(
+        node(
+            "iptables",
+            "-t",
+            "nat",
+            "-A",
+            "POSTROUTING",
+            "-s",
+            str(address.link),
+            "-d",
+            str(address.pods),
+            "-j",
+            "MASQUERADE",
+        ),
+        check=True,
+        timeout=30,
+    )
+
+
+# ---- components -----------------------------------------------------------------------------
+
+
+def _write_json(path: Path, value: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1))
+    return path
+
+
+def _containerd(cluster: Cluster) -> None:
+    """A containerd of the cluster's own, with its CRI plugin set for this sandbox."""
+    root = cluster.root / "containerd"
+    root.mkdir()
+    cni = cluster.root / "cni"
+    address = cluster.addresses
+    _write_json(
+        cni / "net.d" / "10-basra.conflist",
+        {
+            "cniVersion": "1.0.0",
+            "name": cluster.netns,
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "dataDir": str(cni / "ipam"),
+                        "ranges": [[{"subnet": str(address.pods), "gateway": address.gateway}]],
+                        # A route to the Services and none off the machine.
+                        "routes": [{"dst": str(address.services)}],
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        },
+    )
+    config = f"""version = 2
+root = "{root / "root"}"
+state = "{root / "state"}"
+[grpc]
+  address = "{cluster.containerd_socket}"
+[ttrpc]
+  address = "{root / "containerd.sock.ttrpc"}"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # The sandbox withholds CAP_SYS_RESOURCE: an oom_score_adj below containerd's own fails
+  # runc's container start, so containerd clamps it instead.
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "{root / "runc"}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{cni / "net.d"}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / "opt"}"
+"""
+    (root / "config.toml").write_text(config)
+    cluster.start("containerd", "containerd", "--config", str(root / "config.toml"))
+    cluster.wait(
+        "containerd",
+        lambda: (
+            cluster.run(
+                "ctr", "--address", str(cluster.containerd_socket), "version", timeout=10
+            ).returncode
+            == 0
+        ),
+        30,
+        ["containerd"],
+    )
+
+
+def _control_plane(cluster: Cluster) -> None:
+    """etcd, then the apiserver, the controller-manager and the scheduler, on the node's
+    loopback."""
+    pki = cluster.root / "pki"
+    address = cluster.addresses
+    cluster.start(
+        "etcd",
+        "etcd",
+        "--name",
+        "basra",
+        "--data-dir",
+        str(cluster.root / "etcd"),
+        "--listen-client-urls",
+        "http://127.0.0.1:2379",
+        "--advertise-client-urls",
+        "http://127.0.0.1:2379",
+        "--listen-peer-urls",
+        "http://127.0.0.1:2380",
+        "--initial-advertise-peer-urls",
+        "http://127.0.0.1:2380",
+        "--initial-cluster",
+        "basra=http://127.0.0.1:2380",
+        "--listen-metrics-urls",
+        "http://127.0.0.1:2381",
+    )
+    cluster.start(
+        "kube-apiserver",
+        str(KUBE),
+        "kube-apiserver",
+        "--etcd-servers=http://127.0.0.1:2379",
+        "--bind-address=127.0.0.1",
+        "--secure-port=6443",
+        f"--advertise-address={address.node}",
+        f"--service-cluster-ip-range={address.services}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        "--authorization-mode=Node,RBAC",
+        f"--kubelet-client-certificate={pki / 'admin.crt'}",
+        f"--kubelet-client-key={pki / 'admin.key'}",
+        "--kubelet-preferred-address-types=InternalIP",
+        # The aggregation layer, for the metrics API of metrics-server.
+        f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+        "--requestheader-allowed-names=front-proxy",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / 'front-proxy.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy.key'}",
+        "--enable-aggregator-routing=true",
+        "--profiling=false",
+        "--v=1",
+    )
+    cluster.wait(
+        "the apiserver's /readyz",
+        lambda: cluster.kubectl("get", "--raw", "/readyz", check=False, timeout=10).stdout == "ok",
+        START_SECONDS,
+        ["etcd", "kube-apiserver"],
+    )
+    kubeconfig = str(cluster.kubeconfig)
+    cluster.start(
+        "kube-controller-manager",
+        str(KUBE),
+        "kube-controller-manager",
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--secure-port=10257",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        "--use-service-account-credentials=false",
+        "--allocate-node-cidrs=false",
+        "--leader-elect=false",
+        # The autoscaler looks every 5 s (default 15 s), so that its tests take less time.
+        "--horizontal-pod-autoscaler-sync-period=5s",
+        "--v=1",
+    )
+    cluster.start(
+        "kube-scheduler",
+        str(KUBE),
+        "kube-scheduler",
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--secure-port=10259",
+        "--leader-elect=false",
+        "--v=1",
+    )
+
+
+def _cgroup_root(cluster: Cluster) -> str:
+    return f"/basra-k8s-{cluster.slot}"
+
+
+def _make_cgroup_root(relative: str) -> None:
+    """The kubelet's cgroup root in every hierarchy (cgroup v1), made before it starts: it
+    checks the root exists; cpuset's needs its parent's CPUs and memory nodes to take tasks."""
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        if hierarchy.is_dir() and not hierarchy.is_symlink() and hierarchy.name != "unified":
+            top = hierarchy / relative.lstrip("/")
+            top.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (hierarchy / name).exists():
+                    (top / name).write_text((hierarchy / name).read_text())
+
+
+def _kubelet(cluster: Cluster) -> None:
+    """The kubelet, against the cluster's containerd, in a cgroup root of its own."""
+    _make_cgroup_root(_cgroup_root(cluster))
+    root = cluster.root / "kubelet"
+    (root / "pod-logs").mkdir(parents=True)
+    resolv = cluster.root / "resolv.conf"
+    resolv.write_text("# no cluster DNS: the tests use ClusterIPs\n")
+    config = _write_json(
+        root / "config.json",
+        {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": cluster.addresses.node,
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(cluster.root / "pki" / "ca.crt")},
+            },
+            "authorization": {"mode": "Webhook"},
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": _cgroup_root(cluster),
+            "containerRuntimeEndpoint": f"unix://{cluster.containerd_socket}",
+            "podLogsDir": str(root / "pod-logs"),
+            "resolvConf": str(resolv),
+            "failSwapOn": False,
+            "serializeImagePulls": False,
+            # Images are imported, never pulled: never collect them.
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+            },
+            "nodeStatusReportFrequency": "10s",
+            "syncFrequency": "10s",
+            "fileCheckFrequency": "0s",
+            "volumeStatsAggPeriod": "10s",
+            "shutdownGracePeriod": "0s",
+        },
+    )
+    cluster.start(
+        "kubelet",
+        str(KUBE),
+        "kubelet",
+        f"--config={config}",
+        f"--kubeconfig={cluster.kubeconfig}",
+        f"--root-dir={root / 'root'}",
+        f"--cert-dir={root / 'pki'}",
+        f"--node-ip={cluster.addresses.node}",
+        f"--hostname-override={NODE}",
+        "--v=1",
+    )
+
+
+def _kube_proxy(cluster: Cluster) -> None:
+    """kube-proxy in iptables mode, on the node's own netfilter tables."""
+    config = _write_json(
+        cluster.root / "kube-proxy" / "config.json",
+        {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(cluster.kubeconfig)},
+            "mode": "iptables",
+            "clusterCIDR": str(cluster.addresses.pods),
+            "hostnameOverride": NODE,
+            "bindAddress": cluster.addresses.node,
+            "metricsBindAddress": "127.0.0.1:10249",
+            "healthzBindAddress": "127.0.0.1:10256",
+            # Calls from pods to a Service backed by a pod on the same bridge come back
+            # through the node, so the replies are un-NATed.
+            "iptables": {"masqueradeAll": True, "syncPeriod": "10s", "minSyncPeriod": "0s"},
+            # conntrack's table size and timeouts are the host's, shared by every namespace:
+            # leave them alone.
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
+        },
+    )
+    cluster.start("kube-proxy", str(KUBE), "kube-proxy", f"--config={config}", "--v=1")
+
+
+def _metrics_server(cluster: Cluster) -> None:
+    """metrics-server in the node, registered as the metrics.k8s.io API (the autoscaler's
+    source of pod CPU), behind a Service whose one endpoint is the node's address."""
+    pki = cluster.root / "pki"
+    kubeconfig = str(cluster.kubeconfig)
+    port = 4443
+    cluster.start(
+        "metrics-server",
+        str(METRICS_SERVER),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--bind-address={cluster.addresses.node}",
+        f"--secure-port={port}",
+        f"--tls-cert-file={pki / 'metrics-server.crt'}",
+        f"--tls-private-key-file={pki / 'metrics-server.key'}",
+        # The kubelet's serving certificate is self-signed (no cluster CA signs it here).
+        "--kubelet-insecure-tls",
+        "--kubelet-preferred-address-types=InternalIP",
+        "--metric-resolution=15s",
+        "--v=1",
+    )
+    ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
+    objects = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Endpoints",
+                "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+                "subsets": [
+                    {
+                        "addresses": [{"ip": cluster.addresses.node}],
+                        "ports": [{"name": "https", "port": port}],
+                    }
+                ],
+            },
+            {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                "spec": {
+                    "group": "metrics.k8s.io",
+                    "version": "v1beta1",
+                    "groupPriorityMinimum": 100,
+                    "versionPriority": 100,
+                    "caBundle": ca,
+                    "service": {"name": "metrics-server", "namespace": "kube-system", "port": 443},
+                },
+            },
+        ],
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(objects))
+
+
+def _node_ready(cluster: Cluster) -> bool:
+    node = cluster.get("node", NODE)
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def _default_account(cluster: Cluster) -> bool:
+    found = cluster.kubectl("get", "serviceaccount", "default", check=False, timeout=10)
+    return found.returncode == 0
+
+
+# ---- start and stop -------------------------------------------------------------------------
+
+
+def _take_slot() -> tuple[int, IO[str]]:
+    """The first free slot, held by an exclusive lock until the cluster is gone."""
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    for slot in range(SLOTS):
+        handle = (LOCKS / f"slot-{slot}.lock").open("w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        return slot, handle
+    raise RuntimeError(f"all {SLOTS} cluster slots are taken")
+
+
+@contextlib.contextmanager
+def started(images: Sequence[Path] = ()) -> Iterator[Cluster]:
+    """Start a cluster, import the image archives, wait for the node; remove it all after."""
+    slot, lock = _take_slot()
+    cluster = Cluster(slot, Path(f"/var/tmp/basra-k8s-{slot}"))
+    try:
+        _remove(cluster)  # what a killed run left on this slot
+        (cluster.root / "logs").mkdir(parents=True)
+        began = time.monotonic()
+        _make_pki(cluster)
+        _make_node(cluster)
+        _containerd(cluster)
+        for archive in images:
+            cluster.import_image(archive)
+        _control_plane(cluster)
+        _kubelet(cluster)
+        _kube_proxy(cluster)
+        _metrics_server(cluster)
+        cluster.wait(
+            "the node Ready",
+            lambda: _node_ready(cluster),
+            START_SECONDS,
+            ["kubelet", "kube-apiserver"],
+        )
+        # Pods need the namespace's default ServiceAccount, made by the controller-manager.
+        cluster.wait(
+            "the default ServiceAccount",
+            lambda: _default_account(cluster),
+            START_SECONDS,
+            ["kube-controller-manager"],
+        )
+        print(f"cluster slot {slot} up in {time.monotonic() - began:.1f} s")
+        yield cluster
+    finally:
+        try:
+            _stop(cluster)
+        finally:
+            _remove(cluster)
+            lock.close()
+
+
+def _stop(cluster: Cluster) -> None:
+    """Delete the workloads while the kubelet can still stop their sandboxes, then stop the
+    components, newest first, each by its PID."""
+    if "kubelet" in cluster.processes and cluster.processes["kubelet"].poll() is None:
+        with contextlib.suppress(subprocess.SubprocessError):
+            # Controllers first, so that nothing makes the pods again.
+            cluster.kubectl(
+                "delete",
+                "deployments,replicasets,daemonsets,statefulsets,jobs",
+                "--all",
+                "--all-namespaces",
+                "--wait=false",
+                check=False,
+                timeout=30,
+            )
+            cluster.kubectl(
+                "delete",
+                "pods",
+                "--all",
+                "--all-namespaces",
+                "--grace-period=1",
+                f"--timeout={int(STOP_SECONDS)}s",
+                check=False,
+                timeout=STOP_SECONDS + 10,
+            )
+    for name in reversed(list(cluster.processes)):
+        process = cluster.processes[name]
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+    for log in cluster.logs:
+        log.close()
+
+
+def _shims(cluster: Cluster) -> list[int]:
+    """The containerd shims (and so the containers) of this cluster's containerd."""
+    found = []
+    needle = str(cluster.containerd_socket).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                words = (entry / "cmdline").read_bytes().split(b"\0")
+                if words and words[0].endswith(b"containerd-shim-runc-v2") and needle in words:
+                    found.append(int(entry.name))
+    return found
+
+
+def _sandbox_namespaces(cluster: Cluster) -> list[str]:
+    """Network namespaces of the sandboxes this cluster's containerd made, from runc's state."""
+    found = set()
+    for state in (cluster.root / "containerd").glob("**/config.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            spec = json.loads(state.read_text())
+            for namespace in spec["linux"]["namespaces"]:
+                path = namespace.get("path", "")
+                if namespace["type"] == "network" and path.startswith("/var/run/netns/cni-"):
+                    found.add(Path(path).name)
+    return sorted(found)
+
+
+def _remove(cluster: Cluster) -> None:
+    """Remove whatever this slot holds: containers, namespaces, mounts, cgroups, link, files."""
+    for pid in _shims(cluster):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+    for pid in _shims(cluster):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    sandboxes = _sandbox_namespaces(cluster) if cluster.root.exists() else []
+    for name in sandboxes:
+        _ip("netns", "delete", name, check=False)
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for point in sorted(
+        (m for m in mounts if Path(m).is_relative_to(cluster.root)), key=len, reverse=True
+    ):
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+    _remove_cgroups(_cgroup_root(cluster))
+    _ip("link", "delete", cluster.host_link, check=False)
+    _ip("netns", "delete", cluster.netns, check=False)
+    shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+def _remove_cgroups(relative: str) -> None:
+    """The kubelet's cgroups below `relative` in every hierarchy, deepest first."""
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        top = hierarchy / relative.lstrip("/")
+        if not top.is_dir():
+            continue
+        below = (p for p in top.glob("**/") if p.is_dir())
+        for directory in sorted(below, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+
+
+if __name__ == "__main__":
+    # By hand: start a cluster and keep it until Ctrl-C (KUBECONFIG is printed).
+    with started() as running:
+        print(f"KUBECONFIG={running.kubeconfig} nsenter --net=/run/netns/{running.netns}")
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()

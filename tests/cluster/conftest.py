@@ -1,0 +1,43 @@
+"""The test cluster and the chart installed on it, once for the whole session.
+
+The cluster (testkit/cluster.py) needs root, Debian's containerd, runc, etcd and CNI plugins,
+and the tools .ci/cluster-tools builds; the images come from a Docker engine of the test's own.
+With CI=true nothing here may skip; elsewhere a machine that cannot run it skips with one line
+saying why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from testkit import cluster as kube
+from testkit import docker_engine, images
+from testkit.chart_on_cluster import Release, install
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def _unavailable() -> str | None:
+    return kube.unavailable() or docker_engine.unavailable()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[kube.Cluster]:
+    """A running single-node cluster with the project's images imported."""
+    why = _unavailable()
+    if why is not None:
+        if IN_CI:
+            pytest.fail(f"the test cluster cannot start here: {why}")
+        pytest.skip(f"no test cluster: {why}")
+    with kube.started(images.archives(images.TAGS)) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def release(cluster: kube.Cluster) -> Release:
+    """The chart installed as users install it: its own values, only the image's reference
+    and pull policy set (the image is imported, never pulled)."""
+    return install(cluster, "basra-rules", namespace="games")
