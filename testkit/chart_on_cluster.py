@@ -191,6 +191,18 @@ def install(
     return Release(cluster, name, namespace)
 
 
+def uninstall_all(cluster: Cluster, seconds: float = 120.0) -> None:
+    """Uninstall every release and wait until their pods are gone (their CPU is free)."""
+    for found in json.loads(cluster.helm("list", "--all-namespaces", "-o", "json").stdout):
+        cluster.helm("uninstall", found["name"], "--namespace", found["namespace"], "--wait")
+    deadline = time.monotonic() + seconds
+    selector = "app.kubernetes.io/name=basra-rules"
+    while cluster.get("pods", "--all-namespaces", "-l", selector)["items"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods of uninstalled releases still there after {seconds} s")
+        time.sleep(0.5)
+
+
 def by_pod(calls: Mapping[str, Mapping[str, float]]) -> Counter[str]:
     """Calls per pod from calls per pod and worker."""
     return Counter({pod: sum(workers.values()) for pod, workers in calls.items()})

@@ -15,7 +15,7 @@ import pytest
 
 from testkit import cluster as kube
 from testkit import docker_engine, images
-from testkit.chart_on_cluster import Release, install
+from testkit.chart_on_cluster import Release, install, uninstall_all
 
 IN_CI = os.environ.get("CI") == "true"
 
@@ -41,3 +41,17 @@ def release(cluster: kube.Cluster) -> Release:
     """The chart installed as users install it: its own values, only the image's reference
     and pull policy set (the image is imported, never pulled)."""
     return install(cluster, "basra-rules", namespace="games")
+
+
+# The chart's defaults ask 1 CPU a pod, so their 2 pods fill a 2-core node and a rollout's
+# surge pod (or the autoscaler's third) has no room: the smallest override that makes room.
+SMALL = ("--set", "resources.requests.cpu=500m")
+
+
+@pytest.fixture(scope="module")
+def small_release(cluster: kube.Cluster) -> Iterator[Release]:
+    """The chart with the smallest override that leaves room for a rollout, alone on the node
+    (every other release is uninstalled first); uninstalled after the module."""
+    uninstall_all(cluster)
+    yield install(cluster, "basra-small", namespace="small", values=SMALL)
+    uninstall_all(cluster)
