@@ -25,9 +25,9 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from clients.messages import state_to_proto
 from engine import Action, State
 from testkit.actions import action_to_proto, play_match
+from testkit.messages import state_to_proto
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "deploy" / "ghz" / "data"

@@ -25,8 +25,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.health_status import HealthStatuses
-from service.server import HEALTH_NAMES
+from service.health_status import HEALTH_NAMES, HealthStatuses
 
 # A Check is answered in microseconds; two threads let a second probe in while one answers.
 HEALTH_THREADS = 2

@@ -1,16 +1,9 @@
 """Signed states: HMAC-SHA256 over the exact bytes of a serialized State, under named keys.
 
 Keys come as "kid:base64key,kid2:base64key" (from BASRA_SIGNING_KEYS or the file named by
-BASRA_SIGNING_KEYS_FILE, where a trailing newline is allowed). The first key signs; every
-listed key verifies. A key is rotated in three rollouts, so that the two configurations that
-answer side by side during each one accept each other's states: add the new key second (it
-verifies, nothing signs with it yet), then make it first (it signs, and every pod already
-verifies it), then drop the old one once no state signed with it is still in use. Putting the
-new key first in one step is not safe: a pod not yet updated refuses what the updated ones sign.
-
-With signing_accept_unsigned (the migration window of turning signing on or off, see
-docs/service.md) a server with keys still signs every state it returns but also takes states
-that come unsigned; without keys there is nothing to sign with, so that setting is refused.
+BASRA_SIGNING_KEYS_FILE, where a trailing newline is allowed): the server reads them to sign
+and verify, `basra-rules load` to seal the states it sends. The first key signs; every listed
+key verifies (rotating a key: docs/service.md, "Changing a running deployment").
 
 The signature covers the bytes the server produced, not a re-encoding of them: protobuf
 encoders of different languages need not produce the same bytes for the same message, so
@@ -136,13 +129,3 @@ def load_keys(inline: str | None, path: str | None) -> Keyring | None:
             raise SigningConfigError(f"cannot read the signing keys file {path}: {error}") from None
         return parse_keys(text, f"the signing keys file {path}")
     return None
-
-
-def check_window(keyring: Keyring | None, accept_unsigned: bool) -> None:
-    """Refuse a migration window without keys: it would mean nothing, and most likely the keys
-    were meant to be there."""
-    if accept_unsigned and keyring is None:
-        raise SigningConfigError(
-            "BASRA_SIGNING_ACCEPT_UNSIGNED needs signing keys (BASRA_SIGNING_KEYS or "
-            "BASRA_SIGNING_KEYS_FILE): it is the window of a server that signs"
-        )

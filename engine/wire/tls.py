@@ -1,24 +1,14 @@
-"""Optional TLS for the gRPC port: a certificate and key, and a client CA for mutual TLS.
+"""TLS files, read and checked as the server and its clients both read them.
 
-Files are read once at start (a rotated certificate takes a restart, as a rotated Secret
-does in Kubernetes). Without a certificate the port speaks plaintext. `check_files` reads
-every file at start with `cryptography`, so that each way a file or a pair can be unusable (a
-missing or unreadable file, no PEM in it, a PEM whose body does not parse, an encrypted key, a
-key that is not the certificate's, a client CA that is not a CA) stops the server with the
-file and the problem named; gRPC itself would only fail to bind the port.
+Each way a file or a pair can be unusable (a missing or unreadable file, no PEM in it, a PEM
+whose body does not parse, an encrypted key, a key that is not the certificate's, a CA bundle
+holding a certificate that is not a CA) is refused with the file, the problem and the setting
+or flag that names it; gRPC itself would only fail to bind a port or to connect.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import grpc
-
-CERT_SETTING = "BASRA_TLS_CERT"
-KEY_SETTING = "BASRA_TLS_KEY"
-CLIENT_CA_SETTING = "BASRA_TLS_CLIENT_CA"
+from typing import Any
 
 
 class TLSConfigError(ValueError):
@@ -30,33 +20,8 @@ class TLSConfigError(ValueError):
         self.setting = setting
 
 
-@dataclass(frozen=True, slots=True)
-class TLSFiles:
-    """Paths of the PEM files: certificate chain, private key, optional client CA bundle."""
-
-    cert: str
-    key: str
-    client_ca: str | None = None
-
-
-def tls_files(cert: str | None, key: str | None, client_ca: str | None) -> TLSFiles | None:
-    """The TLS files, or None for plaintext; refuse half a configuration."""
-    if not cert and not key:
-        if client_ca:
-            raise TLSConfigError(
-                "BASRA_TLS_CLIENT_CA needs BASRA_TLS_CERT and BASRA_TLS_KEY as well",
-                setting=CLIENT_CA_SETTING,
-            )
-        return None
-    if not cert or not key:
-        raise TLSConfigError(
-            "TLS needs both BASRA_TLS_CERT and BASRA_TLS_KEY",
-            setting=KEY_SETTING if cert else CERT_SETTING,
-        )
-    return TLSFiles(cert, key, client_ca or None)
-
-
-def _read(path: str, what: str, setting: str) -> bytes:
+def read_pem(path: str, what: str, setting: str) -> bytes:
+    """Read a PEM file; refuse one that cannot be read or holds no PEM."""
     try:
         with open(path, "rb") as source:
             data = source.read()
@@ -129,9 +94,9 @@ def check_pair(cert: str, key: str, cert_setting: str, key_setting: str) -> tupl
     """Read a certificate chain and its key, checked to parse and to belong together (the key
     is the first certificate's); return their PEM bytes. `*_setting` name the files' settings
     (variables of the server, flags of a client) in what is refused."""
-    chain_pem = _read(cert, "certificate", cert_setting)
+    chain_pem = read_pem(cert, "certificate", cert_setting)
     chain = _certificates(chain_pem, cert, "certificate", cert_setting)
-    key_pem = _read(key, "key", key_setting)
+    key_pem = read_pem(key, "key", key_setting)
     private = _private_key(key_pem, key, key_setting)
     if _public(private.public_key()) != _public(chain[0].public_key()):
         raise TLSConfigError(
@@ -145,7 +110,7 @@ def check_pair(cert: str, key: str, cert_setting: str, key_setting: str) -> tupl
 
 def read_roots(path: str, what: str, setting: str, *, only_cas: bool) -> bytes:
     """Read a CA bundle, checked to parse (and, with `only_cas`, to hold CAs alone)."""
-    data = _read(path, what, setting)
+    data = read_pem(path, what, setting)
     for certificate in _certificates(data, path, what, setting):
         if only_cas and not _is_ca(certificate):
             raise TLSConfigError(
@@ -155,24 +120,3 @@ def read_roots(path: str, what: str, setting: str, *, only_cas: bool) -> bytes:
                 setting=setting,
             )
     return data
-
-
-def check_files(files: TLSFiles) -> None:
-    """Read every file once, so that any unusable one (or pair) stops the server at start."""
-    check_pair(files.cert, files.key, CERT_SETTING, KEY_SETTING)
-    if files.client_ca is not None:
-        read_roots(files.client_ca, "client CA", CLIENT_CA_SETTING, only_cas=True)
-
-
-def server_credentials(files: TLSFiles) -> grpc.ServerCredentials:
-    """Server credentials; with a client CA, clients must present a certificate it signed."""
-    import grpc  # only workers serve gRPC; the supervisor checks the files without it
-
-    chain = _read(files.cert, "certificate", CERT_SETTING)
-    key = _read(files.key, "key", KEY_SETTING)
-    if files.client_ca is None:
-        return grpc.ssl_server_credentials([(key, chain)])
-    roots = _read(files.client_ca, "client CA", CLIENT_CA_SETTING)
-    return grpc.ssl_server_credentials(
-        [(key, chain)], root_certificates=roots, require_client_auth=True
-    )

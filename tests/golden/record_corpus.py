@@ -28,11 +28,11 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError, Message
 
 import engine
-from clients import messages
 from engine import State, Status
 from engine.rng import first_dealer
+from engine.wire.signing import Keyring, parse_keys
 from service.servicer import METHODS
-from service.signing import Keyring, parse_keys
+from testkit import messages
 from tests.golden.golden_corpus import (
     CORPUS_DIR,
     FORMAT,

@@ -21,7 +21,6 @@ from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 
 import engine
-from clients import messages
 from clients.refusals import error_infos
 from engine import Action, State, Status
 from service.config import Config
@@ -31,6 +30,7 @@ from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
 from service.server import HANDLERS_SECONDS, HEALTH_SERVICE_NAME, RulesServer, build_server
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
+from testkit import messages
 from testkit.harness import ServedProcess
 
 if TYPE_CHECKING:

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from clients import messages
 from engine import Status
 from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
 from engine.view import information_set
 from service.config import Config
 from service.handlers import Handlers
+from testkit import messages
 from testkit.actions import play_match
 from testkit.hidden import redistribute_hidden
 from tests.service.service_support import (
