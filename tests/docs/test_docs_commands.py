@@ -1,6 +1,6 @@
 """Every command the documentation shows works as written, or is listed here as not run, with why.
 
-The commands are read from the pages (tests/docs/doc_commands.py says what counts as one). Each
+The commands are read from the pages (testkit/doc_commands.py says what counts as one). Each
 must be in RUN or NOT_RUN: a command in neither fails the test, so a new documented command is
 neither skipped nor run unnoticed; an entry no page holds any more fails it too. Historical
 commands (a `sh historical` block: run for a figure of an older version, kept with it) are
@@ -37,10 +37,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.ghz_tool import GO_BIN
+from testkit.ghz_tool import GO_BIN
 from testkit import harness
-from testkit.ports import LOOPBACK, reserved_port
-from tests.docs.doc_commands import (
+from testkit.doc_commands import (
     ENVIRONMENT_PROGRAMS,
     HISTORICAL,
     REPO,
@@ -51,6 +50,7 @@ from tests.docs.doc_commands import (
     pages,
     programs,
 )
+from testkit.ports import LOOPBACK, reserved_port
 
 COMMAND_SECONDS = 240.0
 
@@ -179,10 +179,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.load_bench --defaults --tracing --runs 3": Run(
         extra=SHORT_DEFAULTS
     ),
-    (
-        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report "
-        "/tmp/fuzz-in-process.json"
-    ): Run(extra=("--requests", "2000")),
+    (".venv/bin/python -m testkit.fuzz --requests 1000000 --report /tmp/fuzz-in-process.json"): Run(
+        extra=("--requests", "2000")
+    ),
     (
         ".venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics --rate 200 "
         "--tables 8 --sample-every 300"
@@ -358,11 +357,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         extra=("--matches", "20", "--strong", "2")
     ),
     (
-        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
+        ".venv/bin/python -m testkit.fuzz --requests 1000000 --seed 20261201 --report "
         "/tmp/fuzz-in-process.json"
     ): Run(extra=("--requests", "2000")),
     (
-        ".venv/bin/python -m tests.fuzz.in_process --requests 200000 --seed 20261203 --report "
+        ".venv/bin/python -m testkit.fuzz --requests 200000 --seed 20261203 --report "
         "/tmp/fuzz-in-process.json"
     ): Run(extra=("--requests", "2000")),
     (
@@ -444,10 +443,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         '.state.hand_number)"'
     ): Run(address="localhost:50051"),
     # docs/load-testing.md
-    ".venv/bin/python -m benchmarks.ghz_data": NotRun(
+    ".venv/bin/python -m testkit.ghz_data": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
     ),
-    ".venv/bin/python -m benchmarks.ghz_data --check": Run(),
+    ".venv/bin/python -m testkit.ghz_data --check": Run(),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning &": Serve(),
     "go install github.com/bojand/ghz/cmd/ghz@v0.121.0": NotRun(
         "installs into the reader's Go bin folder; the test command's set-up runs the same "

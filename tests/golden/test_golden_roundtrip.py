@@ -36,7 +36,7 @@ from engine import (
 )
 from service import reading
 from testkit import messages
-from tests.golden.golden_corpus import OK, load_cases, match_response
+from testkit.golden import OK, load_cases, match_response
 
 U32 = st.integers(0, 2**32 - 1)
 SEAT = st.sampled_from((0, 1))

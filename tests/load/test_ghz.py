@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks import ghz_tool
+from testkit import ghz_tool
 from clients import load
 from testkit import harness
 from testkit.harness import ServedProcess

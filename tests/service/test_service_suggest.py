@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import grpc
 import pytest
@@ -19,17 +18,16 @@ from service.config import Config
 from service.handlers import Handlers
 from testkit import messages
 from testkit.actions import play_match
-from testkit.hidden import redistribute_hidden
-from tests.service.service_support import (
+from testkit.calls import (
     Caller,
+    MakeCaller,
     find_state,
     finished_match,
     has_multi_plan_card,
     proto,
 )
+from testkit.hidden import redistribute_hidden
 
-# A caller for a given configuration (the `call_with` fixture of conftest.py).
-MakeCaller = Callable[[Config], Caller]
 ENGINE_LEVEL = {
     pb.BOT_LEVEL_RANDOM: Level.RANDOM,
     pb.BOT_LEVEL_GREEDY: Level.GREEDY,

@@ -15,7 +15,7 @@ from service import errors, reading
 from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
 from testkit import messages
-from tests.service.service_support import finished_match, states_of
+from testkit.calls import finished_match, states_of
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
 CONTRACT = {

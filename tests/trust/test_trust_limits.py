@@ -14,7 +14,7 @@ from engine.plans import plan_work
 from service.config import Config
 from testkit import messages
 from testkit.actions import action_to_proto, play_match
-from tests.trust.trust_support import TIMEOUT, refusal, serving
+from testkit.loopback import TIMEOUT, refusal, serving
 
 
 def _match(seed: bytes) -> tuple[list[State], list[Action]]:

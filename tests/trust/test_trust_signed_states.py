@@ -22,7 +22,7 @@ from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.signing import check_window
-from tests.trust.trust_support import TIMEOUT, refusal, serving
+from testkit.loopback import TIMEOUT, refusal, serving
 
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
 

@@ -36,7 +36,7 @@ from testkit.harness import ServedProcess
 if TYPE_CHECKING:
     from service.tracing import Tracing
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # How long a stop may take past its grace and its handlers' seconds before a test fails.
 STOP_MARGIN_SECONDS = 10.0
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
@@ -59,6 +59,8 @@ class Outcome:
 
 
 Caller = Callable[[str, Message], Outcome]
+# A caller for a given configuration (the `call_with` fixture of tests/service/conftest.py).
+MakeCaller = Callable[[Config], Caller]
 
 
 def grpc_testing_caller(handlers: Handlers) -> Caller:

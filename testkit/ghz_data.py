@@ -7,8 +7,8 @@ looks like a real gateway's traffic. The output is deterministic: rerun it after
 the engine or the proto, and tests/load checks that the committed files are current. The
 benchmarks read the same files (`read`) for their realistic requests.
 
-    .venv/bin/python -m benchmarks.ghz_data            # rewrite the files
-    .venv/bin/python -m benchmarks.ghz_data --check    # exit 1 if they are stale
+    .venv/bin/python -m testkit.ghz_data            # rewrite the files
+    .venv/bin/python -m testkit.ghz_data --check    # exit 1 if they are stale
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} ({len(text)} bytes)")
     if stale:
-        print(f"stale: {', '.join(stale)}; run python -m benchmarks.ghz_data", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run python -m testkit.ghz_data", file=sys.stderr)
         return 1
     return 0
 
