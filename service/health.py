@@ -3,9 +3,8 @@
 On the gRPC port a probe is answered by a worker, behind the work: it waits in gRPC core's
 queue with the calls that come faster than the worker takes them in, then for that worker's
 interpreter lock, held by its busy threads. A server of the worker's own on a second port
-skips the queue but not the lock, and still missed p99 <= 100 ms at 4x SuggestMove; the
-supervisor's interpreter is idle, and answers in tens of milliseconds at the same load
-(docs/capacity.md, "Probes").
+would skip the queue but not the lock; the supervisor's interpreter is idle whatever the load
+(docs/capacity.md, "Probes", has the figures).
 
 It serves grpc.health.v1's Check only (no Watch, no reflection, no RulesService), always in
 plaintext: the kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the
