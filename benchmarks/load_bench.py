@@ -35,9 +35,10 @@ with py-spy.
 With --grpc-go, --defaults also measures a grpc-go server answering the same health Check with
 the same bytes (benchmarks/go_noop, built into .cache/ by `go build`, and checked to answer
 the bare server's bytes before each run), in the same rotation: what the Python stack costs
-against a Go one. A run in which any call fails exits 1: its figures would not hold. With --generator ghz, ghz (.ci/tools/go/bin)
-sends every load instead of clients.load in this process, with the same requests, calls,
-concurrency and connections; each figure also gives the generator's own CPU per call.
+against a Go one. With --generator ghz, ghz (.ci/tools/go/bin) sends every load instead of
+clients.load in this process, with the same requests, calls, concurrency and connections;
+each figure also gives the generator's own CPU per call. A --defaults run in which any call
+1: its figures would not hold.
 
     .venv/bin/python -m benchmarks.load_bench --defaults --grpc-go --generator ghz --runs 3
 

@@ -18,10 +18,9 @@ import pytest
 import yaml
 from basra.v1 import rules_pb2 as pb
 
-from testkit import ghz_data
 from clients import load
 from service.config import Config
-from testkit import harness
+from testkit import ghz_data, harness
 from testkit.harness import ServedProcess
 
 REPO = Path(__file__).resolve().parents[2]
