@@ -38,7 +38,7 @@ the bare server's bytes before each run), in the same rotation: what the Python 
 against a Go one. With --generator ghz, ghz (.ci/tools/go/bin) sends every load instead of
 clients.load in this process, with the same requests, calls, concurrency and connections;
 each figure also gives the generator's own CPU per call. A --defaults run in which any call
-1: its figures would not hold.
+fails exits 1: its figures would not hold.
 
     .venv/bin/python -m benchmarks.load_bench --defaults --grpc-go --generator ghz --runs 3
 
