@@ -12,8 +12,8 @@ Four modules, from the caller down; each lower one exists to make the one above 
   many cards of each smaller value lie there), so one result serves every floor with those
   counts, and it counts its steps for the work bound (docs/rules.md, [plans.work-bound]).
 - `table`: the format of the plan table, the search's result for every shape a reachable
-  floor can show, built ahead of time. A worker installs it at start (service/plan_table.py
-  ships the file), so that no reachable floor is searched in a call.
+  floor can show, built ahead of time and installed by every worker at start (table.py says
+  why; service/plan_table.py ships the file).
 """
 
 from engine.plans.memo import clear_caches, install_plan_table
