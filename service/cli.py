@@ -20,10 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     """Run the server with the parsed flags until SIGTERM/SIGINT; return the exit code."""
-    from engine.wire.signing import SigningConfigError, load_keys
-    from engine.wire.tls import TLSConfigError
     from service import config, signing, tls, workers
     from service.logs import make_logger
+    from wire.signing import SigningConfigError, load_keys
+    from wire.tls import TLSConfigError
 
     flags = {k: v for k, v in vars(args).items() if k != "command"}
     try:

@@ -21,12 +21,12 @@ from engine import Move, RuleError, State, bot
 from engine.facts import MAX_SEED_BYTES
 from engine.rng import commitment
 from engine.view import information_set
-from engine.wire.signing import Keyring
 from service import errors, reading, writing
 from service.config import Config
 from service.deadlines import SearchClock
 from service.enums import ENGINE_BOT_LEVEL
 from service.errors import ServiceReason
+from wire.signing import Keyring
 
 
 class _Limited(Protocol):

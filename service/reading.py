@@ -2,7 +2,7 @@
 
 Strict on everything received: a state whose cards, seats or status cannot be read is refused
 here (INVALID_STATE, naming the zone or field); the engine's check_state judges the rest. An
-action is read as the clients read one (engine.wire.actions). Requests are parsed by protobuf
+action is read as the clients read one (wire.actions). Requests are parsed by protobuf
 (upb) before they get here; reading a state is one table lookup per card code.
 """
 
@@ -16,8 +16,8 @@ from basra.v1 import rules_pb2 as pb
 from engine import Reason, RuleError, State, code, parse_card
 from engine.cards import Card
 from engine.facts import DECK_SIZE
-from engine.wire.actions import action_from_proto
 from service.enums import ENGINE_STATUS
+from wire.actions import action_from_proto
 
 __all__ = ["action_from_proto", "labels_from_proto", "state_from_proto"]
 

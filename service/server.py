@@ -15,7 +15,6 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from engine.wire.signing import load_keys
 from service import batch, reflection
 from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
@@ -27,6 +26,7 @@ from service.interceptors import CallObserver, ObservingInterceptor
 from service.metrics import Tally
 from service.servicer import SERVICE_NAME, RulesServicer, add_to_server
 from service.tls import server_credentials, tls_files
+from wire.signing import load_keys
 
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
 # Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing. Fewer

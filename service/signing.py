@@ -1,4 +1,4 @@
-"""The server's signing settings: the keys (engine.wire.signing) and the migration window.
+"""The server's signing settings: the keys (wire.signing) and the migration window.
 
 With signing_accept_unsigned (the migration window of turning signing on or off, see
 docs/service.md) a server with keys still signs every state it returns but also takes states
@@ -7,7 +7,7 @@ that come unsigned; without keys there is nothing to sign with, so that setting 
 
 from __future__ import annotations
 
-from engine.wire.signing import Keyring, SigningConfigError, load_keys
+from wire.signing import Keyring, SigningConfigError, load_keys
 
 # load_keys too: the chart's tests (tests/deploy) read the mounted keys by the server's name.
 __all__ = ["check_window", "load_keys"]

@@ -2,7 +2,7 @@
 
 Files are read once at start (a rotated certificate takes a restart, as a rotated Secret
 does in Kubernetes). Without a certificate the port speaks plaintext. `check_files` reads
-every file at start with engine.wire.tls's checks, so that an unusable file or pair stops the
+every file at start with wire.tls's checks, so that an unusable file or pair stops the
 server with the file and the problem named.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.wire.tls import TLSConfigError, check_pair, read_pem, read_roots
+from wire.tls import TLSConfigError, check_pair, read_pem, read_roots
 
 if TYPE_CHECKING:
     import grpc

@@ -111,16 +111,16 @@ CLIENTS = ("play", "load", "verify", "channels", "messages", "refusals")
 
 def test_the_clients_load_nothing_of_the_server() -> None:
     """Every client module but the command (whose `serve` is the server) stands without
-    service/: what both need is engine.wire's."""
+    service/: what both need is wire's."""
     loaded = loaded_of(("service", "clients"), *(f"clients.{name}" for name in CLIENTS))
     assert {f"clients.{name}" for name in CLIENTS} <= loaded
     assert not {m for m in loaded if m.split(".")[0] == "service"}
 
 
 def test_the_rules_load_nothing_of_the_wire() -> None:
-    """engine.wire stands beside the rules: the engine and its bot load none of it, while the
+    """wire stands beside the rules: the engine and its bot load none of it, while the
     server does (the check can fail)."""
-    rules = loaded_of(("engine",), "engine", "engine.bot")
+    rules = loaded_of(("engine", "wire"), "engine", "engine.bot")
     assert "engine.bot" in rules
-    assert not {m for m in rules if m.startswith("engine.wire")}
-    assert "engine.wire.actions" in loaded_of(("engine",), "service.reading")
+    assert not {m for m in rules if m.startswith("wire")}
+    assert "wire.actions" in loaded_of(("wire",), "service.reading")

@@ -30,7 +30,6 @@ from google.protobuf.message import DecodeError, Message
 import engine
 from engine import State, Status
 from engine.rng import first_dealer
-from engine.wire.signing import Keyring, parse_keys
 from service.servicer import METHODS
 from testkit import messages
 from testkit.golden import (
@@ -45,6 +44,7 @@ from testkit.golden import (
     profile_from_json,
     to_json,
 )
+from wire.signing import Keyring, parse_keys
 
 # TEST-ONLY signing keys: they are public (they sit in this file and in the corpus), so a
 # server that used them would accept forged states. Never configure them anywhere else.

@@ -16,13 +16,13 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 
 from clients import cli as command
-from engine.wire.signing import DOMAIN, SigningConfigError, mac
 from service import errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
 from service.signing import check_window
 from testkit.loopback import TIMEOUT, refusal, serving
+from wire.signing import DOMAIN, SigningConfigError, mac
 
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
 
