@@ -25,10 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ghz_tool
 from benchmarks.measure import finish, header, machine, now
 from benchmarks.servers import Server, cpu_seconds, served
-from testkit import harness
+from testkit import ghz_tool, harness
 
 GENERATORS = ("basra-rules load", "ghz")
 

@@ -69,7 +69,6 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from benchmarks import ghz_data
 from benchmarks.measure import finish, header, now, pass_us
 from engine.rng import commitment
 from service import reading, writing
@@ -79,6 +78,7 @@ from service.logs import make_logger
 from service.metrics import Metrics, Tally
 from service.server import make_handlers
 from service.servicer import SERVICE_NAME, RulesServicer
+from testkit import ghz_data
 from testkit.registered import method_handlers, request_reader
 
 ROOT = Path(__file__).resolve().parent.parent

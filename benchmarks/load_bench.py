@@ -33,10 +33,12 @@ with py-spy.
     .venv/bin/python -m benchmarks.load_bench --defaults --runs 3
 
 With --grpc-go, --defaults also measures a grpc-go server answering the same health Check with
-the same bytes (benchmarks/go_noop, built into .cache/ by `go build`), in the same rotation:
-what the Python stack costs against a Go one. With --generator ghz, ghz (.ci/tools/go/bin)
-sends every load instead of clients.load in this process, with the same requests, calls,
-concurrency and connections; each figure also gives the generator's own CPU per call.
+the same bytes (benchmarks/go_noop, built into .cache/ by `go build`, and checked to answer
+the bare server's bytes before each run), in the same rotation: what the Python stack costs
+against a Go one. With --generator ghz, ghz (.ci/tools/go/bin) sends every load instead of
+clients.load in this process, with the same requests, calls, concurrency and connections;
+each figure also gives the generator's own CPU per call. A --defaults run in which any call
+fails exits 1: its figures would not hold.
 
     .venv/bin/python -m benchmarks.load_bench --defaults --grpc-go --generator ghz --runs 3
 
@@ -68,9 +70,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from basra.v1 import rules_pb2 as pb
 
-from benchmarks import ghz_data
 from benchmarks.measure import finish, header, machine, now, scratch
 from benchmarks.servers import (
     APPLY_PATH,
@@ -84,7 +86,7 @@ from benchmarks.servers import (
     measure,
     served,
 )
-from testkit import otlp
+from testkit import ghz_data, otlp
 
 
 @dataclass(frozen=True)
@@ -276,11 +278,32 @@ def run_defaults(number: int, args: argparse.Namespace) -> dict[str, Any]:
         }
         calls[CONTROL] = (control, HEALTH_PATH, [b""])
         if args.grpc_go:
-            calls[GO_CHECK] = (running.enter_context(go_server()), HEALTH_PATH, [b""])
+            go = running.enter_context(go_server())
+            check_alike(bare, go)
+            calls[GO_CHECK] = (go, HEALTH_PATH, [b""])
         result = rotate(number, args, bare, calls)
         if args.profile:
             _profile(ours, calls["Apply"][1:], args, args.concurrency, args.connections)
     return result
+
+
+def _raw_check(address: str, service: bytes) -> bytes:
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(HEALTH_PATH, None, None)
+        # A HealthCheckRequest with this service name, encoded by hand: field 1, bytes.
+        request = b"\x0a" + bytes([len(service)]) + service if service else b""
+        reply = call(request, timeout=10)
+        assert isinstance(reply, bytes)
+        return reply
+
+
+def check_alike(bare: Server, go: Server) -> None:
+    """Refuse to compare the two no-ops unless both answer the same request bytes with the same
+    reply bytes (SERVING), for the whole server and for the rules service."""
+    for service in (b"", b"basra.v1.RulesService"):
+        replies = {_raw_check(server.address, service) for server in (bare, go)}
+        if replies != {b"\x08\x01"}:
+            raise SystemExit(f"the no-ops answer {service!r} differently: {sorted(replies)}")
 
 
 # --defaults --tracing: the service at its defaults with tracing off and on.
@@ -397,6 +420,9 @@ def main_defaults(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
             + f"  {result['bare_check_per_cpu_second']:>16.0f}"
             + (f"  errors {result['errors']}" if result["errors"] else "")
         )
+    if any(r["errors"] for r in runs):
+        print("calls failed: the figures above do not hold", file=sys.stderr)
+        return 1
     medians = {n: statistics.median(r["ratios"][n] for r in runs) for n in names}
     print(" med " + " ".join(f"{medians[n]:>26.3f}" for n in names))
     for name in names:

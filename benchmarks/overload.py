@@ -64,7 +64,6 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks import ghz_data
 from benchmarks.measure import finish, header, load_average, now, percentile
 from benchmarks.servers import (
     HEALTH_PATH,
@@ -75,6 +74,7 @@ from benchmarks.servers import (
     cpu_seconds,
     served,
 )
+from testkit import ghz_data
 from testkit.actions import action_to_proto, play_match
 
 BEFORE_REV = "ad316a8"

@@ -22,9 +22,9 @@ from typing import Any
 
 from basra.v1 import rules_pb2 as pb
 
-from benchmarks import ghz_data
 from benchmarks.measure import finish, header, machine, now
 from benchmarks.servers import apply_requests, bench_server, measure
+from testkit import ghz_data
 
 # (RPC, data file, request type, calls per round: fewer for the searching bot)
 RPCS: tuple[tuple[str, str, type[Any], int], ...] = (

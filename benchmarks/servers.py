@@ -31,11 +31,10 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FileDescriptor
 from grpc_health.v1 import health_pb2
 
-from benchmarks import ghz_data, ghz_tool
 from benchmarks.bench_server import NOOP_PATH
 from clients import load
 from service.handlers import Handlers
-from testkit import harness
+from testkit import ghz_data, ghz_tool, harness
 from testkit.ports import reserved_port
 
 ROOT = Path(__file__).resolve().parent.parent

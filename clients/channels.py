@@ -5,7 +5,7 @@ Both take the same flags. `--tls-ca FILE` checks the server's certificate agains
 client's own certificate and key for a server that requires them (mutual TLS), named as
 `serve` names its own; `--tls-server-name NAME` is the name the server's certificate must
 carry when the address does not (an IP address, a tunnel). Any of them means TLS. The files
-are read and checked before the first call, with the server's own checks (service.tls), so
+are read and checked before the first call, with the server's own checks (wire.tls), so
 an unusable one stops the command with exit status 2, the file and the problem named.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from service.tls import TLSConfigError, check_pair, read_roots
+from wire.tls import TLSConfigError, check_pair, read_roots
 
 Options = Sequence[tuple[str, str | int]]
 

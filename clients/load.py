@@ -35,8 +35,8 @@ from google.protobuf.message import Message
 
 from clients import channels
 from clients.channels import ClientTLS
-from service.signing import Keyring, SigningConfigError, load_keys
-from service.tls import TLSConfigError
+from wire.signing import Keyring, SigningConfigError, load_keys
+from wire.tls import TLSConfigError
 
 PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
 HISTOGRAM_BUCKETS = 10

@@ -1,13 +1,9 @@
-"""The engine's values as basra.v1 messages, and events read back: for clients and tests.
-
-Each *_to_proto function gives its generated class the values service/writing.py fills it
-with, so a message here is, by construction, what the server sends; event_from_proto is its
-inverse, for programs that read events a server sent (`basra-rules verify`, the soak, tests).
-"""
+"""Events a server sent, read back into the engine's values: for `basra-rules verify`, the
+soak and tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from basra.v1 import rules_pb2 as pb
 
@@ -23,51 +19,16 @@ from engine import (
     HiddenDeal,
     LeftoversAwarded,
     MatchOver,
-    Move,
     SeatScore,
-    SeatView,
-    State,
     Swept,
     Trailed,
     parse_card,
     parse_cards,
 )
-from engine.bot import Suggestion
-from service import writing
-
-
-def state_to_proto(state: State) -> pb.State:
-    """Return the message of an engine state."""
-    return pb.State(**writing.state_fields(state))
-
-
-def moves_to_proto(seat: int | None, moves: Sequence[Move]) -> pb.LegalMoves:
-    """Return the legal moves of the seat to move (seat None once the match is over)."""
-    return pb.LegalMoves(**writing.moves_fields(seat, moves))
-
-
-def event_to_proto(event: Event | HiddenDeal) -> pb.Event:
-    """Return the message of one engine event (or of a hidden deal from seat_events)."""
-    return pb.Event(**writing.event_fields(event))
-
-
-def events_to_proto(events: Iterable[Event | HiddenDeal]) -> list[pb.Event]:
-    """Return the messages of several events, in order."""
-    return [event_to_proto(e) for e in events]
-
-
-def view_to_proto(view: SeatView) -> pb.PlayerView:
-    """Return the message of one seat's view; legal moves only when that seat is to move."""
-    return pb.PlayerView(**writing.view_fields(view))
-
-
-def suggestion_to_proto(suggestion: Suggestion) -> pb.SuggestMoveResponse:
-    """Return the SuggestMove response of a suggestion."""
-    return pb.SuggestMoveResponse(**writing.suggestion_fields(suggestion))
 
 
 def _seat_score_from_proto(message: pb.SeatScore) -> SeatScore:
-    # Both hold the same fields under the same names (service/writing.py fills one from the other).
+    # Both hold the same fields under the same names.
     return SeatScore(**{f.name: getattr(message, f.name) for f in message.DESCRIPTOR.fields})
 
 

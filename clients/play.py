@@ -30,7 +30,7 @@ from google.protobuf.message import Message
 
 from clients import channels
 from clients.refusals import reason_of
-from service.tls import TLSConfigError
+from wire.tls import TLSConfigError
 
 # A match ends after a handful of hands (48 plays each); this only stops a runaway loop.
 MAX_ACTIONS = 20_000

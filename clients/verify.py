@@ -33,7 +33,7 @@ from google.protobuf import json_format
 from clients.messages import event_from_proto
 from engine import Action, Event, HiddenDeal, RuleError
 from engine.fairness import Verdict, actions_from_events, verify
-from service.reading import action_from_proto
+from wire.actions import action_from_proto
 
 HONEST, DISHONEST, UNUSABLE = 0, 1, 2
 

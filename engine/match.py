@@ -332,8 +332,8 @@ def _carry_out(
         if plan.basra:
             basras[seat] += 1
             events.append(BasraScored(seat, card))
-    # Built field by field rather than with dataclasses.replace: this runs on every play,
-    # and replace() costs more (docs/history/benchmarks.md, "What each lever gave").
+    # Built field by field rather than with dataclasses.replace: this runs on every play, and
+    # replace() copies every field through a generic path that looks each one up by name.
     after = State(
         seed=state.seed,
         seq=state.seq + 1,

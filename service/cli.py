@@ -22,6 +22,8 @@ def serve(args: argparse.Namespace) -> int:
     """Run the server with the parsed flags until SIGTERM/SIGINT; return the exit code."""
     from service import config, signing, tls, workers
     from service.logs import make_logger
+    from wire.signing import SigningConfigError, load_keys
+    from wire.tls import TLSConfigError
 
     flags = {k: v for k, v in vars(args).items() if k != "command"}
     try:
@@ -30,12 +32,12 @@ def serve(args: argparse.Namespace) -> int:
         return _refused(error, "json")  # the log format may be the setting at fault
     try:
         # Keys and certificates are read here once, so bad ones stop the server at start.
-        keyring = signing.load_keys(settings.signing_keys, settings.signing_keys_file)
+        keyring = load_keys(settings.signing_keys, settings.signing_keys_file)
         signing.check_window(keyring, settings.signing_accept_unsigned)
         files = tls.tls_files(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
         if files is not None:
             tls.check_files(files)
-    except (signing.SigningConfigError, tls.TLSConfigError) as error:
+    except (SigningConfigError, TLSConfigError) as error:
         return _refused(error, settings.log_format)
     logger = make_logger(settings.log_level, settings.log_format).bind(role="supervisor")
     return workers.supervise(settings, logger)

@@ -26,7 +26,7 @@ from service.config import Config
 from service.deadlines import SearchClock
 from service.enums import ENGINE_BOT_LEVEL
 from service.errors import ServiceReason
-from service.signing import Keyring
+from wire.signing import Keyring
 
 
 class _Limited(Protocol):

@@ -1,20 +1,7 @@
 """The health port: probes answered by the supervisor, which does no work, so they never wait.
 
-On the gRPC port a probe is answered by a worker, behind the work: it waits in gRPC core's
-queue with the calls that come faster than the worker takes them in, then for that worker's
-interpreter lock, held by its busy threads. A server of the worker's own on a second port
-skips the queue but not the lock, and still missed p99 <= 100 ms at 4x SuggestMove; the
-supervisor's interpreter is idle, and answers in tens of milliseconds at the same load
-(docs/capacity.md, "Probes").
-
-It serves grpc.health.v1's Check only (no Watch, no reflection, no RulesService), always in
-plaintext: the kubelet's gRPC probe cannot speak TLS, and the port tells nothing but the
-statuses. They are the supervisor's view of its workers, following the same events as each
-worker's own statuses on the gRPC port: NOT_SERVING until every worker serves (a worker
-reports that it serves once its server has started and said SERVING), NOT_SERVING while no
-worker is alive (until a replacement serves), and NOT_SERVING for good from the moment SIGTERM
-arrives, as the workers begin their drain, until the supervisor exits. A worker that is alive
-but stuck goes unseen here, as the supervisor cannot tell it from a busy one.
+Why the supervisor answers them, what its statuses follow and what the port serves (Check
+only, always in plaintext): docs/service.md, "Operations", the health port.
 """
 
 from __future__ import annotations
@@ -25,8 +12,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.health_status import HealthStatuses
-from service.server import HEALTH_NAMES
+from service.health_status import HEALTH_NAMES, HealthStatuses
 
 # A Check is answered in microseconds; two threads let a second probe in while one answers.
 HEALTH_THREADS = 2

@@ -24,6 +24,11 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from service.servicer import SERVICE_NAME
+
+# Health names that probes ask about: "" (the whole server) and the rules service.
+HEALTH_NAMES = ("", SERVICE_NAME)
+
 _Response = health_pb2.HealthCheckResponse
 _NOT_SERVING: int = _Response.NOT_SERVING
 _SERVICE_UNKNOWN: int = _Response.SERVICE_UNKNOWN

@@ -1,10 +1,8 @@
 """The capture-plan table's file: the table every worker installs at start, shipped built.
 
-engine.plans.table.build() searches every reachable floor shape once (seconds of work) into
-the table's format (engine.plans.table); the result ships gzipped beside this module, and
-workers install it before they serve, so that no reachable floor costs a plan search in a live
-call, not even on a fresh worker. Floors that no match can reach are still searched, within
-the work bound. The file is what the engine builds, byte for byte once decompressed
+engine.plans.table.build() searches every reachable floor shape once (seconds of work; why a
+table: engine.plans.table); the result ships gzipped beside this module, and workers install
+it before they serve. The file is what the engine builds, byte for byte once decompressed
 (tests/service/test_service_plan_table.py checks it):
 
     .venv/bin/python -m service.plan_table            # rewrite service/plan_table.bin.gz

@@ -2,7 +2,7 @@
 
 Strict on everything received: a state whose cards, seats or status cannot be read is refused
 here (INVALID_STATE, naming the zone or field); the engine's check_state judges the rest. An
-action's choice is read as sent, a false `trail` refused. Requests are parsed by protobuf
+action is read as the clients read one (wire.actions). Requests are parsed by protobuf
 (upb) before they get here; reading a state is one table lookup per card code.
 """
 
@@ -13,10 +13,13 @@ from typing import NoReturn
 
 from basra.v1 import rules_pb2 as pb
 
-from engine import Action, Reason, RuleError, State, code, parse_card
+from engine import Reason, RuleError, State, code, parse_card
 from engine.cards import Card
 from engine.facts import DECK_SIZE
 from service.enums import ENGINE_STATUS
+from wire.actions import action_from_proto
+
+__all__ = ["action_from_proto", "labels_from_proto", "state_from_proto"]
 
 _CARD_BY_CODE: dict[str, Card] = {code(card): card for card in range(DECK_SIZE)}
 
@@ -87,37 +90,6 @@ def state_from_proto(message_: pb.State) -> State:
         winner=message_.winner if has("winner") else None,
         labels=(seat0.label, seat1.label),
     )
-
-
-def action_from_proto(message_: pb.Action) -> Action:
-    """Return the engine action a message describes, refusing a missing seat or a false trail."""
-    if not message_.HasField("seat"):
-        raise RuleError(Reason.INVALID_SEAT, "The action names no seat; seats are 0 and 1.")
-    card = parse_card(message_.card)
-    choice = message_.WhichOneof("choice")
-    if choice == "plan_id":
-        return Action(message_.seat, card, plan_id=message_.plan_id)
-    if choice == "capture":
-        try:
-            capture = tuple(parse_card(t) for t in message_.capture.cards)
-        except RuleError as error:
-            raise RuleError(
-                Reason.INVALID_CARD,
-                f"The capture of {code(card)} names '{error.details.get('card', '')}', "
-                "which is not a card code.",
-                card=code(card),
-                capture=error.details.get("card", ""),
-            ) from None
-        return Action(message_.seat, card, capture=capture)
-    if choice == "trail":
-        if not message_.trail:
-            raise RuleError(
-                Reason.INVALID_ACTION,
-                "An action that sets trail must set it to true.",
-                card=code(card),
-            )
-        return Action(message_.seat, card, trail=True)
-    return Action(message_.seat, card)
 
 
 def labels_from_proto(labels: Sequence[str]) -> tuple[str, str]:

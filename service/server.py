@@ -21,16 +21,14 @@ from service.config import Config
 from service.deadlines import SearchClock
 from service.grace import Grace
 from service.handlers import Handlers, Limits
-from service.health_status import HealthStatuses
+from service.health_status import HEALTH_NAMES, HealthStatuses
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.metrics import Tally
 from service.servicer import SERVICE_NAME, RulesServicer, add_to_server
-from service.signing import load_keys
 from service.tls import server_credentials, tls_files
+from wire.signing import load_keys
 
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
-# Health names that probes ask about: "" (the whole server) and the rules service.
-HEALTH_NAMES = ("", SERVICE_NAME)
 # Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing. Fewer
 # threads refuse more calls OVERLOADED themselves, but that refusing in Python costs the
 # goodput an overloaded worker has (BENCHMARKS.md, "Overload with ghz"), so eight, and

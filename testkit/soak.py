@@ -40,11 +40,10 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 import engine
-from clients import messages
 from clients.refusals import reason_of
 from engine import Action, Event, State, Status
 from service import errors
-from testkit import harness
+from testkit import harness, messages
 from testkit.actions import action_to_proto, random_action
 
 CALL_TIMEOUT = 10.0

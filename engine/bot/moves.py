@@ -50,8 +50,7 @@ class Effect(NamedTuple):
 # on the pile. The floor after the play is the floor XOR the cards moved: a capture takes
 # cards that lie there, a trail adds the played card, which does not. Flat because a flat
 # tuple of integers leaves the cyclic collector's sight, where a tuple of tuples may stay in
-# it and lengthen a full collection (docs/history/benchmark-runs.md, "Speed: one STRONG
-# decision, as a worker makes it").
+# it and lengthen every full collection the worker makes while its memos are full.
 Steps = tuple[int, ...]
 ONE_STEP = 3
 """Length of the steps of a card with one way to play, by far the most common case."""

@@ -168,8 +168,8 @@ class RoundSearch(_Counted):
             return self.round_over(floor, mine, theirs, depth, alpha, beta)
         # The node count, and for a node with one card left (half the nodes, no transpositions
         # worth a table entry) its ways, the round's last play, the leaf and the cut-off, are
-        # written out here: their calls would cost more than such a node's work (BENCHMARKS.md,
-        # "Speed: one STRONG decision").
+        # written out here: such a node does little work, so a Python call per piece would cost
+        # more than the work itself.
         left = self._left
         if not left:
             raise OutOfNodes

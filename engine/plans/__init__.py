@@ -6,16 +6,14 @@ Four modules, from the caller down; each lower one exists to make the one above 
   sweeps, a Q or K takes its rank, a numeric card its rank and sum groups), keyed on the
   floor cards that can change them (`RELEVANT`), and refuses past the work bound.
 - `memo`: the rule's memos, two levels keyed by packed integers: the plans of a card kind
-  on its relevant floor, and the search on the shape of the smaller cards. Plan generation
-  runs in every call; what each level saves, and why a third went, is measured in
-  docs/history/benchmarks.md, "Plan generation's memo levels".
+  on its relevant floor, and the search on the shape of the smaller cards (memo.py says why
+  these two).
 - `search`: the search for the maximal collections of sum groups. It runs on a shape (how
   many cards of each smaller value lie there), so one result serves every floor with those
   counts, and it counts its steps for the work bound (docs/rules.md, [plans.work-bound]).
 - `table`: the format of the plan table, the search's result for every shape a reachable
-  floor can show, built ahead of time. A worker installs it at start (service/plan_table.py
-  ships the file), so that no reachable floor is searched in a call: BENCHMARKS.md, "Cold
-  plan generation on a wide corpus".
+  floor can show, built ahead of time and installed by every worker at start (table.py says
+  why; service/plan_table.py ships the file).
 """
 
 from engine.plans.memo import clear_caches, install_plan_table

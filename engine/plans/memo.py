@@ -3,14 +3,14 @@
 Two levels: the plans of a card kind per relevant part of the floor (the rule's, in
 engine.plans.rule), and below it the search per (value, shape of the smaller floor cards),
 which reads the installed plan table before searching; taken_cards maps a shape's result
-onto the real cards. Why these two and no more: docs/history/benchmarks.md, "Plan
-generation's memo levels".
+onto the real cards. Two and no more: the plans memo answers most calls and the shape memo
+spares a miss its table record or search, while a memo between them would answer only on a
+plans-memo miss and hold nested tuples.
 
 Every memo here, and the bot's (engine.bot.moves), takes one packed integer and holds plain
 tuples of ints, which the cyclic garbage collector does not track, so full memos add nothing
-to its pauses (docs/history/benchmark-runs.md, "Engine", on memo layout). Nested values
-are untracked only a level per collection, so callers that meet many floors no match reaches
-(the bot's search) compute through unkept_plans instead.
+to its pauses. Nested values are untracked only a level per collection, so callers that meet
+many floors no match reaches (the bot's search) compute through unkept_plans instead.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _T = TypeVar("_T")
 # The key of the plans memo, low bits first: a card kind (engine.plans.rule: a rank position,
 # or len(RANKS) for the 7D) in KIND_BITS, whether other cards lie on the floor, the relevant
 # floor cards, and from LIMIT_SHIFT on the work limit (the default as 0, which keeps the
-# usual keys small and quick to hash). The rule packs it, written out on its hot path.
+# usual keys small and quick to hash). The rule packs it (engine.plans.rule's _key).
 KIND_BITS = len(RANKS).bit_length()
 _KIND_FIELD = (1 << KIND_BITS) - 1
 _MASK_BITS = DECK_SIZE + 1  # a card mask, with room to spare

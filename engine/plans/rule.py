@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from engine.cards import (
     FULL_MASK,
@@ -121,73 +121,49 @@ def _kind_plans(kind: int, floor: int, others: bool, limit: int) -> _Memoised:
 
 
 _plans_cached = memoised_plans(_kind_plans)
+_plans_unkept = unkept_plans(_kind_plans)
 
 
-class _Generation(Protocol):
-    """What plans_for and plans_unmemoised are: plans of a card on a floor, within a limit."""
+def _key(card: Card, floor_mask: int, work_limit: int) -> int:
+    """The memo key of a card on a floor: its kind, the floor cards it looks at, whether more
+    lie there, and the work limit when it is not the default."""
+    relevant = floor_mask & RELEVANT[card]
+    key = (relevant << 1 | (relevant != floor_mask)) << KIND_BITS | _KIND_OF[card]
+    return key if work_limit == DEFAULT_WORK_LIMIT else key | work_limit << LIMIT_SHIFT
 
-    def __call__(
-        self, card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
-    ) -> tuple[Plan, ...]: ...
 
-
-def _generation(memo: Callable[[int], _Memoised], name: str, doc: str) -> _Generation:
-    """Plan generation through `memo`: the plans memo, or the rule alone.
-
-    One function makes both plans_for and plans_unmemoised so that the memo key and the
-    wrapping into Plan values are written once, and yet plans_for, the hot path of every
-    call, runs as one Python call: a helper called from it costs more
-    (docs/history/benchmarks.md, "The plans split").
-    """
-
-    def generate(
-        card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
-    ) -> tuple[Plan, ...]:
-        relevant = floor_mask & RELEVANT[card]
-        key = (relevant << 1 | (relevant != floor_mask)) << KIND_BITS | _KIND_OF[card]
-        raw, work = memo(
-            key if work_limit == DEFAULT_WORK_LIMIT else key | work_limit << LIMIT_SHIFT
+def _plans(memoised: _Memoised, work_limit: int) -> tuple[Plan, ...]:
+    """The plans a memo gave, as Plan values; refused when the search passed the limit."""
+    raw, work = memoised
+    if raw is None:
+        raise RuleError(
+            Reason.STATE_TOO_COMPLEX,
+            f"The floor is too complex to list capture plans within {work_limit} search steps.",
+            work_limit=work_limit,
+            work=work,
         )
-        if raw is None:
-            raise RuleError(
-                Reason.STATE_TOO_COMPLEX,
-                f"The floor is too complex to list capture plans within {work_limit} search steps.",
-                work_limit=work_limit,
-                work=work,
-            )
-        return tuple(map(_as_plan, raw)) if raw else ()
-
-    generate.__name__ = generate.__qualname__ = name
-    generate.__doc__ = doc
-    return generate
+    return tuple(map(_as_plan, raw)) if raw else ()
 
 
-plans_for = _generation(
-    _plans_cached,
-    "plans_for",
-    """Return the capture plans of `card` on a floor, in offered order; empty means it trails.""",
-)
-plans_unmemoised = _generation(
-    unkept_plans(_kind_plans),
-    "plans_unmemoised",
+def plans_for(
+    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+) -> tuple[Plan, ...]:
+    """Return the capture plans of `card` on a floor, in offered order; empty means it trails."""
+    return _plans(_plans_cached(_key(card, floor_mask, work_limit)), work_limit)
+
+
+def plans_unmemoised(
+    card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT
+) -> tuple[Plan, ...]:
     """plans_for without keeping anything in its memos, for a caller with a memo of its own.
 
     The bot's search meets many floors no match reaches and keeps what it needs of their
     plans itself (engine.bot.moves). Through plans_for, those floors would push the floors of
-    real play out of the memo, and its new entries would make full collections long
-    (docs/history/benchmarks.md, "STRONG's CPU per decision, timed on replayed positions").
-    """,
-)
+    real play out of the memo, and its new entries would make full collections long.
+    """
+    return _plans(_plans_unkept(_key(card, floor_mask, work_limit)), work_limit)
 
 
 def plan_work(card: Card, floor_mask: int, work_limit: int = DEFAULT_WORK_LIMIT) -> int:
     """Return the search steps that plan generation needs (for benchmarks and docs)."""
-    spent: list[int] = []
-
-    def noting(key: int) -> _Memoised:
-        work = _plans_cached(key)[1]
-        spent.append(work)
-        return (), work
-
-    _generation(noting, "plan_work", "")(card, floor_mask, work_limit)
-    return spent[0]
+    return _plans_cached(_key(card, floor_mask, work_limit))[1]

@@ -214,7 +214,8 @@ def test_the_shipped_code_imports_nothing_the_image_lacks() -> None:
 
 def test_the_server_imports_neither_the_clients_nor_the_test_machinery() -> None:
     """service/ is the server alone; the clients and testkit build on it, not it on them."""
-    assert _first_party_imports("service") <= {"engine", "service", "basra"}
+    assert _first_party_imports("service") <= {"engine", "wire", "service", "basra"}
+    assert _first_party_imports("wire") <= {"engine", "wire", "basra"}
     assert _first_party_imports("engine") <= {"engine"}
 
 

@@ -31,7 +31,7 @@ from testkit import harness
 from testkit import reflection as reflect
 from testkit.deployment import REPO, copy_build_sources, read_lock
 
-SHIPPED = ("engine", "service", "clients")
+SHIPPED = ("engine", "wire", "service", "clients")
 NEVER_SHIPPED = ("tests", "testkit", "benchmarks")
 STEP_SECONDS = 300.0
 
@@ -138,7 +138,7 @@ def test_the_build_prints_no_warning(installed: Installed) -> None:
 
 
 def test_the_wheel_ships_every_module_of_the_tree_and_nothing_else(installed: Installed) -> None:
-    """Every .py of engine/, service/ and clients/, the generated contract, the package data;
+    """Every .py of engine/, wire/, service/ and clients/, the generated contract, the package data;
     nothing of tests/, testkit/ or benchmarks/."""
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for package in SHIPPED:
@@ -181,11 +181,12 @@ def test_the_environment_holds_exactly_the_locked_versions(installed: Installed)
 
 
 def test_the_installed_code_is_imported_from_the_environment(installed: Installed) -> None:
-    """From elsewhere, engine, service, clients and basra.v1 come from the venv; testkit is
-    absent."""
+    """From elsewhere, engine, wire, service, clients and basra.v1 come from the venv;
+    testkit is absent."""
     script = (
-        "import importlib.util, json, engine, service, clients, basra.v1.rules_pb2 as pb;"
-        "print(json.dumps([engine.__file__, service.__file__, clients.__file__, pb.__file__,"
+        "import importlib.util, json, engine, wire, service, clients, basra.v1.rules_pb2 as pb;"
+        "print(json.dumps([engine.__file__, wire.__file__, service.__file__, clients.__file__,"
+        " pb.__file__,"
         " importlib.util.find_spec('testkit') is None]))"
     )
     output = _run(

@@ -1,6 +1,6 @@
 """Every command the documentation shows works as written, or is listed here as not run, with why.
 
-The commands are read from the pages (tests/docs/doc_commands.py says what counts as one). Each
+The commands are read from the pages (testkit/doc_commands.py says what counts as one). Each
 must be in RUN or NOT_RUN: a command in neither fails the test, so a new documented command is
 neither skipped nor run unnoticed; an entry no page holds any more fails it too. Historical
 commands (a `sh historical` block: run for a figure of an older version, kept with it) are
@@ -37,10 +37,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.ghz_tool import GO_BIN
 from testkit import harness
-from testkit.ports import LOOPBACK, reserved_port
-from tests.docs.doc_commands import (
+from testkit.doc_commands import (
     ENVIRONMENT_PROGRAMS,
     HISTORICAL,
     REPO,
@@ -51,6 +49,8 @@ from tests.docs.doc_commands import (
     pages,
     programs,
 )
+from testkit.ghz_tool import GO_BIN
+from testkit.ports import LOOPBACK, reserved_port
 
 COMMAND_SECONDS = 240.0
 
@@ -179,10 +179,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.load_bench --defaults --tracing --runs 3": Run(
         extra=SHORT_DEFAULTS
     ),
-    (
-        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report "
-        "/tmp/fuzz-in-process.json"
-    ): Run(extra=("--requests", "2000")),
+    (".venv/bin/python -m testkit.fuzz --requests 1000000 --report /tmp/fuzz-in-process.json"): Run(
+        extra=("--requests", "2000")
+    ),
     (
         ".venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics --rate 200 "
         "--tables 8 --sample-every 300"
@@ -200,22 +199,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "/tmp/run3.json"
     ): NotRun("reads the files of the loop above; the merge of two runs is run below"),
     (
-        ".venv/bin/python -m benchmarks.overload --variants bare,before,sync,asyncio --before "
-        "4ebdd66 --runs 3 --json /tmp/overload.json"
-    ): NotRun(
-        "the command as run on 2026-12-02 (docs/history/benchmark-runs.md's table); its asyncio "
-        "variant went with the asyncio server, and BENCHMARKS.md's command without it runs, "
-        "shortened"
-    ),
-    (
         ".venv/bin/python -m benchmarks.overload --variants bare,before,sync --before 4ebdd66 "
         "--runs 3 --json /tmp/overload.json"
     ): Run(extra=SHORT_OVERLOAD),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning": Serve(),
-    ".venv/bin/basra-rules load deploy/ghz/legal_moves.json": Run(
-        server="--host", extra=SHORT_LOAD
-    ),
-    ".venv/bin/basra-rules load deploy/ghz/new_match.json": Run(server="--host", extra=SHORT_LOAD),
     ".venv/bin/python -m benchmarks.load_bench --defaults --runs 5 --rounds 4 --calls 4000": Run(
         extra=SHORT_DEFAULTS
     ),
@@ -228,9 +215,6 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     ("taskset -c 1 .venv/bin/python -m benchmarks.hot_path --baseline /tmp/before --rounds 5"): Run(
         extra=("--baseline", ".", "--rounds", "1", "--repeats", "1")
-    ),
-    ".venv/bin/python -m benchmarks.serve_configs --json-out /tmp/serve-configs.json": Run(
-        extra=("--rounds", "1", "--calls", "200")
     ),
     (
         ".venv/bin/python -m benchmarks.overload --variants bare,sync --workers 1 --rpcs "
@@ -251,15 +235,6 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "sync/admission-limit=32,sync --rpcs SuggestMove,Apply --factors 4 --runs 2 --json "
         "/tmp/bound2.json"
     ): NotRun(OVERLOAD_AGAIN),
-    (
-        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
-        "--variants sync --tree 7d8178c --rpcs SuggestMove,Apply --seconds 6"
-    ): NotRun(OVERLOAD_GHZ),
-    (
-        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
-        "--tree 7d8178c --variants sync,sync/pending=64 --rpcs SuggestMove --factors 4 "
-        "--seconds 8"
-    ): NotRun(OVERLOAD_GHZ),
     (
         "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.overload_ghz --runs 3 "
         "--variants sync/threads=2/switch=0.0005,sync/threads=8/switch=0.005 --rpcs "
@@ -304,13 +279,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     "taskset -c 1 .venv/bin/python -m benchmarks.bot_time --nodes 3200": Run(
         extra=("--matches", "1", "--warm", "1")
     ),
-    ".venv/bin/python -m benchmarks.rpc_cpu --json-out /tmp/rpc.json": Run(
-        extra=("--rounds", "1", "--scale", "0.05")
-    ),
     ".venv/bin/python -m benchmarks.rpc_cpu --rounds 5 --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
-    ".venv/bin/python -m benchmarks.call_end --rounds 7": Run(extra=("--rounds", "1")),
     ".venv/bin/python -m benchmarks.batch_bench --rounds 5 --json-out /tmp/batch.json": Run(
         extra=("--rounds", "1", "--items", "200")
     ),
@@ -342,37 +313,17 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--json /tmp/soak.json"
     ): Run(extra=("--duration", "2")),
     (
-        "BASRA_FUZZ_EXAMPLES=3000 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
-        "-p no:cacheprovider tests/fuzz"
-    ): FUZZ,
-    (
         ".venv/bin/python -m testkit.soak --duration 120 --rate 100 --tables 4 --kill-every 6 "
         "--seed 2"
     ): Run(extra=("--duration", "3", "--kill-every", "1")),
     (
-        "BASRA_FUZZ_EXAMPLES=20000 .venv/bin/python -m pytest -p no:cacheprovider tests/fuzz "
-        "-k new_match"
-    ): FUZZ,
-    ".venv/bin/python -m benchmarks.memo_memory --matches 8000": Run(extra=("--matches", "20")),
-    ".venv/bin/python -m benchmarks.memo_memory --matches 8000 --strong 300": Run(
-        extra=("--matches", "20", "--strong", "2")
-    ),
-    (
-        ".venv/bin/python -m tests.fuzz.in_process --requests 1000000 --seed 20261201 --report "
-        "/tmp/fuzz-in-process.json"
-    ): Run(extra=("--requests", "2000")),
-    (
-        ".venv/bin/python -m tests.fuzz.in_process --requests 200000 --seed 20261203 --report "
+        ".venv/bin/python -m testkit.fuzz --requests 200000 --seed 20261203 --report "
         "/tmp/fuzz-in-process.json"
     ): Run(extra=("--requests", "2000")),
     (
         "BASRA_FUZZ_EXAMPLES=7200 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
         "-p no:cacheprovider tests/fuzz/test_fuzz_grpc.py"
     ): FUZZ,
-    (
-        "nice -n 10 .venv/bin/python -m testkit.soak --duration 3600 --workers 1 --metrics "
-        "--rate 200 --tables 8 --sample-every 300 --seed 8 --json /tmp/soak.json"
-    ): Run(extra=("--duration", "2", "--sample-every", "1")),
     # docs/bot.md
     ".venv/bin/basra-rules play --bots strong greedy": Run(server="--target"),
     # docs/deploy.md
@@ -444,10 +395,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         '.state.hand_number)"'
     ): Run(address="localhost:50051"),
     # docs/load-testing.md
-    ".venv/bin/python -m benchmarks.ghz_data": NotRun(
+    ".venv/bin/python -m testkit.ghz_data": NotRun(
         "rewrites the committed deploy/ghz/data/; `--check` runs the same generation and compares"
     ),
-    ".venv/bin/python -m benchmarks.ghz_data --check": Run(),
+    ".venv/bin/python -m testkit.ghz_data --check": Run(),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning &": Serve(),
     "go install github.com/bojand/ghz/cmd/ghz@v0.121.0": NotRun(
         "installs into the reader's Go bin folder; the test command's set-up runs the same "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.docs.doc_commands import REPO, blocks
+from testkit.doc_commands import REPO, blocks
 
 PAGE = REPO / "docs" / "integration.md"
 # The link in the line that introduces an excerpt: (../examples/EXAMPLE/FILE#La-Lb)

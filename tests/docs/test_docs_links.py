@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.docs.doc_commands import REPO, pages
+from testkit.doc_commands import REPO, pages
 
 _FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 _LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")

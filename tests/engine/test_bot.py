@@ -30,7 +30,7 @@ from engine.plans import plans_unmemoised
 from engine.plans import rule as plans_module
 from engine.view import information_set
 from testkit.actions import play_match
-from tests.engine.states import scene
+from testkit.states import scene
 
 REPO = Path(__file__).resolve().parents[2]
 LEVELS = tuple(Level)

@@ -10,7 +10,7 @@ import pytest
 import engine.match
 from engine import Action, Reason, State, check_state, codes, new_match, parse_card
 from testkit import brute
-from tests.engine.states import (
+from testkit.states import (
     assert_unchanged,
     build,
     kept,

@@ -81,3 +81,46 @@ def test_the_package_of_plans_loads_its_rule_and_memos() -> None:
 def test_the_probe_sees_the_machinery_where_it_is_used() -> None:
     """The check can fail: loading the match flow is seen to load the state and the rng."""
     assert {"engine.state", "engine.rng", "engine.validate"} <= loaded_by("engine.match")
+
+
+# Prints every module of the named top-level packages loaded by importing argv[2:].
+LOADED = """
+import json, sys
+for name in sys.argv[2:]:
+    __import__(name)
+tops = set(sys.argv[1].split(","))
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in tops)))
+"""
+
+
+def loaded_of(tops: tuple[str, ...], *modules: str) -> set[str]:
+    """The modules of the packages `tops` that importing `modules` loads, in a fresh
+    interpreter."""
+    run = subprocess.run(
+        [sys.executable, "-c", LOADED, ",".join(tops), *modules],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ENGINE.parent,
+    )
+    return set(json.loads(run.stdout))
+
+
+CLIENTS = ("play", "load", "verify", "channels", "messages", "refusals")
+
+
+def test_the_clients_load_nothing_of_the_server() -> None:
+    """Every client module but the command (whose `serve` is the server) stands without
+    service/: what both need is wire's."""
+    loaded = loaded_of(("service", "clients"), *(f"clients.{name}" for name in CLIENTS))
+    assert {f"clients.{name}" for name in CLIENTS} <= loaded
+    assert not {m for m in loaded if m.split(".")[0] == "service"}
+
+
+def test_the_rules_load_nothing_of_the_wire() -> None:
+    """wire stands beside the rules: the engine and its bot load none of it, while the
+    server does (the check can fail)."""
+    rules = loaded_of(("engine", "wire"), "engine", "engine.bot")
+    assert "engine.bot" in rules
+    assert not {m for m in rules if m.startswith("wire")}
+    assert "wire.actions" in loaded_of(("wire",), "service.reading")

@@ -23,7 +23,7 @@ from engine import (
     parse_cards,
     seat_view,
 )
-from tests.engine.states import scene
+from testkit.states import scene
 
 SEVEN_D = parse_card("7D")
 

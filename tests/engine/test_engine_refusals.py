@@ -28,7 +28,7 @@ from engine import (
 from engine.fairness import Finding, verify
 from engine.rng import commitment, first_dealer
 from testkit.actions import play_match
-from tests.engine.states import build, refusal, refused_play, scene
+from testkit.states import build, refusal, refused_play, scene
 
 
 def _mid_hand() -> State:

@@ -22,7 +22,7 @@ from engine import (
 from engine.facts import DECK_SIZE
 from testkit import brute
 from testkit.actions import play_match, spellings
-from tests.engine.states import scene
+from testkit.states import scene
 
 
 def _states(count: int) -> list[State]:

@@ -38,7 +38,7 @@ from engine import (
 from engine.view import HiddenDeal
 from testkit import brute
 from testkit.actions import random_action
-from tests.engine.states import assert_unchanged, kept
+from testkit.states import assert_unchanged, kept
 
 PROPERTY_SETTINGS = settings(
     max_examples=25,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Reason, RuleError, code, codes, parse_card, parse_cards, plans_for
-from tests.engine.states import act, scene
+from testkit.states import act, scene
 
 RANKS = ["A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K"]
 SUITS = ["C", "D", "H", "S"]

@@ -21,7 +21,7 @@ from engine import (
 )
 from engine.rng import deck_label, first_dealer, shuffled
 from testkit.actions import play_match
-from tests.engine.states import refusal
+from testkit.states import refusal
 
 SEEDS = [bytes([i]) for i in range(64)]
 

@@ -16,7 +16,7 @@ from engine import (
     parse_cards,
 )
 from testkit import brute
-from tests.engine.states import act, build, refused_play, scene
+from testkit.states import act, build, refused_play, scene
 
 TEN_CARDS = ["AC", "2C", "3C", "4C", "5C", "6C", "8C", "9C", "10C", "2H"]
 

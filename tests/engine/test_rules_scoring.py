@@ -24,7 +24,7 @@ from engine import (
     score_hand,
 )
 from testkit import brute
-from tests.engine.states import act, build, last_play, refusal, refused_play, scene, seed_for_dealer
+from testkit.states import act, build, last_play, refusal, refused_play, scene, seed_for_dealer
 
 CLUBS_DIAMONDS = [c for c in brute.ALL_CODES if c[-1] in "CD"]
 HEARTS_SPADES = [c for c in brute.ALL_CODES if c[-1] in "HS"]

@@ -40,8 +40,8 @@ from engine import (
 )
 from engine.cards import mask_of
 from testkit.actions import play_match
-from tests.engine.sources import REPO, RULES_PAGE, cited_rules, sections, stated_rules
-from tests.engine.states import build, refusal, scene
+from testkit.rule_sources import REPO, RULES_PAGE, cited_rules, sections, stated_rules
+from testkit.states import build, refusal, scene
 
 CARDS = "tests/engine/test_rules_cards.py"
 DEAL = "tests/engine/test_rules_deal.py"

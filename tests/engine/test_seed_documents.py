@@ -32,7 +32,7 @@ from engine import (
 )
 from testkit import brute
 from testkit.actions import play_match
-from tests.engine.states import act, build, last_play, refused_play, scene
+from testkit.states import act, build, last_play, refused_play, scene
 
 CD = [c for c in brute.ALL_CODES if c[-1] in "CD"]
 HS = [c for c in brute.ALL_CODES if c[-1] in "HS"]

@@ -30,8 +30,8 @@ from engine import (
     score_hand,
 )
 from engine.cards import mask_of
-from tests.engine.sources import RULES_PAGE, SEED_EXAMPLES, SHARED, stated_rules
-from tests.engine.states import act, refused_play, scene
+from testkit.rule_sources import RULES_PAGE, SEED_EXAMPLES, SHARED, stated_rules
+from testkit.states import act, refused_play, scene
 
 DATA = json.loads(SEED_EXAMPLES.read_text(encoding="utf-8"))
 EXAMPLES: list[dict[str, Any]] = DATA["examples"]

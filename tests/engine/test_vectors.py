@@ -15,7 +15,7 @@ import pytest
 
 from engine import code, codes, parse_card, parse_cards, plans_for, score_hand
 from testkit import brute
-from tests.engine.sources import SHARED, VECTORS
+from testkit.rule_sources import SHARED, VECTORS
 
 SHARED_VECTORS = SHARED / "vectors"
 VECTOR_FILES = ("plans.json", "scores.json")

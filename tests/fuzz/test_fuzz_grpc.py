@@ -31,7 +31,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from clients import messages
 from clients.refusals import error_infos
 from engine import State, Status
 from service import errors, reading
@@ -40,9 +39,9 @@ from service.errors import Refusal
 from service.handlers import encoded
 from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
-from testkit import harness
+from testkit import harness, messages
 from testkit.actions import action_to_proto, random_action, spellings
-from tests.fuzz.in_process import ALLOWED, ZONE_OPS, ZONES, zone, zone_op
+from testkit.fuzz import ALLOWED, ZONE_OPS, ZONES, zone, zone_op
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 # The suite's 300 s guard against a hang is sized for the default budget; a long run (the

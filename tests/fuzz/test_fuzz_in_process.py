@@ -1,9 +1,9 @@
 """The in-process fuzzer, in short: its requests all end as the rules say (long runs: see
-tests/fuzz/in_process.py and RELIABILITY.md)."""
+testkit/fuzz.py and RELIABILITY.md)."""
 
 from __future__ import annotations
 
-from tests.fuzz.in_process import fuzz
+from testkit.fuzz import fuzz
 
 REQUESTS = 3000
 

@@ -6,7 +6,7 @@ Every request is sent through the server's own request reader, handlers and resp
 serializer, and the outcome is written down as it comes. Everything is fixed: the seeds, the
 random choices (seeded generators), the signing keys (TEST-ONLY, below) and the seed NewMatch
 draws when it is sent none. Running the command twice writes the same files (map entries,
-whose order the encoder may change, are stored sorted: see golden_corpus.canonical).
+whose order the encoder may change, are stored sorted: see testkit.golden.canonical).
 
 Re-record only for an intended change of the contract, and say so in the commit: the corpus
 is the proof that a change of the implementation left every response byte-identical.
@@ -28,12 +28,11 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError, Message
 
 import engine
-from clients import messages
 from engine import State, Status
 from engine.rng import first_dealer
 from service.servicer import METHODS
-from service.signing import Keyring, parse_keys
-from tests.golden.golden_corpus import (
+from testkit import messages
+from testkit.golden import (
     CORPUS_DIR,
     FORMAT,
     MANIFEST,
@@ -45,6 +44,7 @@ from tests.golden.golden_corpus import (
     profile_from_json,
     to_json,
 )
+from wire.signing import Keyring, parse_keys
 
 # TEST-ONLY signing keys: they are public (they sit in this file and in the corpus), so a
 # server that used them would accept forged states. Never configure them anywhere else.

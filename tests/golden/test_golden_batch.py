@@ -11,7 +11,7 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from service import batch, errors
 from service.admission import Admission
-from tests.golden.golden_corpus import (
+from testkit.golden import (
     OK,
     Case,
     Outcome,

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 
 from service import errors
 from service.servicer import METHODS
-from tests.golden.golden_corpus import (
+from testkit.golden import (
     OK,
     Case,
     Outcome,

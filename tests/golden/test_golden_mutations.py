@@ -22,7 +22,7 @@ import pytest
 
 import service.handlers
 from service import reading, writing
-from tests.golden.golden_corpus import in_process_runners, load_cases, mismatches
+from testkit.golden import in_process_runners, load_cases, mismatches
 
 # The modules the handlers read requests and write answers with, by their name there.
 MODULES: dict[str, ModuleType] = {"reading": reading, "writing": writing}

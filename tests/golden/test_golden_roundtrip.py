@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import engine
-from clients import messages
+from clients.messages import event_from_proto
 from engine import (
     BasraScored,
     Captured,
@@ -35,7 +35,8 @@ from engine import (
     Trailed,
 )
 from service import reading
-from tests.golden.golden_corpus import OK, load_cases, match_response
+from testkit import messages
+from testkit.golden import OK, load_cases, match_response
 
 U32 = st.integers(0, 2**32 - 1)
 SEAT = st.sampled_from((0, 1))
@@ -71,10 +72,10 @@ def test_every_recorded_state_and_event_converts_there_and_back() -> None:
         assert reading.state_from_proto(back) == state
         states += 1
         for event_message in event_messages:
-            event = messages.event_from_proto(event_message)
+            event = event_from_proto(event_message)
             again = messages.event_to_proto(event)
             assert again.SerializeToString() == event_message.SerializeToString()
-            assert messages.event_from_proto(again) == event
+            assert event_from_proto(again) == event
             kinds.add(type(event))
             events += 1
     assert states >= 600 and events >= 5000
@@ -139,17 +140,17 @@ def test_a_state_converts_there_and_back(state: State) -> None:
 def test_an_event_converts_there_and_back(event: Event | HiddenDeal) -> None:
     """event_from_proto(event_to_proto(e)) == e for every kind of event."""
     message = messages.event_to_proto(event)
-    assert messages.event_from_proto(message) == event
-    assert messages.event_to_proto(messages.event_from_proto(message)) == message
+    assert event_from_proto(message) == event
+    assert messages.event_to_proto(event_from_proto(message)) == message
 
 
 def test_an_event_message_that_is_not_an_event_is_refused_clearly() -> None:
     """No kind set, a score of one seat, a card code that is no card: each refused."""
     with pytest.raises(ValueError, match="none of its kinds"):
-        messages.event_from_proto(pb.Event())
+        event_from_proto(pb.Event())
     one_seat = pb.Event(hand_scored=pb.HandScored(seats=[pb.SeatScore()]))
     with pytest.raises(ValueError, match="exactly two"):
-        messages.event_from_proto(one_seat)
+        event_from_proto(one_seat)
     with pytest.raises(engine.RuleError) as refused:
-        messages.event_from_proto(pb.Event(trailed=pb.Trailed(card="1Z")))
+        event_from_proto(pb.Event(trailed=pb.Trailed(card="1Z")))
     assert refused.value.reason is engine.Reason.INVALID_CARD

@@ -21,7 +21,7 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 
 from testkit import brute
-from tests.golden.golden_corpus import OK, Case, load_cases, to_json
+from testkit.golden import OK, Case, load_cases, to_json
 
 Json = Mapping[str, Any]
 TARGET = 121

@@ -19,7 +19,7 @@ from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.server import build_server
 from service.servicer import SERVICE_NAME
-from tests.golden.golden_corpus import OK, Outcome, Runner, load_cases, load_profiles, same
+from testkit.golden import OK, Outcome, Runner, load_cases, load_profiles, same
 
 TIMEOUT = 10.0
 

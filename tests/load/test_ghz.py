@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks import ghz_tool
 from clients import load
-from testkit import harness
+from testkit import ghz_tool, harness
 from testkit.harness import ServedProcess
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from basra.v1 import rules_pb2 as pb
 from clients import load
 from clients.channels import ClientTLS
 from clients.load import ConfigError, Report
-from service.signing import parse_keys
+from wire.signing import parse_keys
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,9 @@ import pytest
 import yaml
 from basra.v1 import rules_pb2 as pb
 
-from benchmarks import ghz_data
 from clients import load
 from service.config import Config
-from testkit import harness
+from testkit import ghz_data, harness
 from testkit.harness import ServedProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +79,7 @@ def test_the_batch_config_never_holds_more_items_than_a_worker_admits() -> None:
 def test_data_files_are_what_the_script_generates() -> None:
     for name, text in ghz_data.render_all().items():
         committed = (GHZ_DIR / "data" / name).read_text(encoding="utf-8")
-        assert committed == text, f"{name} is stale: run python -m benchmarks.ghz_data"
+        assert committed == text, f"{name} is stale: run python -m testkit.ghz_data"
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 
 from testkit.pki import PKI, Issued
+from testkit.procedures import VARIANTS, Setting, procedure
 from testkit.releases import LAST_RELEASE, Release
-from tests.rollout.procedures import VARIANTS, Setting, procedure
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("docs/service.md", "helm/basra-rules/README.md", "docs/deploy.md")

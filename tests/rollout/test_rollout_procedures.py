@@ -1,6 +1,6 @@
 """Every documented change to a running deployment, rolled out with matches in flight.
 
-Each procedure of docs/service.md and the Helm chart's README (tests/rollout/procedures.py)
+Each procedure of docs/service.md and the Helm chart's README (testkit/procedures.py)
 is walked through step by step with testkit.rollout: sixteen matches go on while pods of the
 next configuration replace those of the last one, every call going to a pod drawn at random.
 No call may be refused or lost, and every pod must drain and exit 0. Two more rollouts show
@@ -16,9 +16,9 @@ import pytest
 
 from testkit import otlp, releases
 from testkit.pki import issue, make_pki
+from testkit.procedures import OFF, REQUIRED, VARIANTS, Setting, procedure, signing
 from testkit.releases import Release
 from testkit.rollout import Rollout, failures_by_kind
-from tests.rollout.procedures import OFF, REQUIRED, VARIANTS, Setting, procedure, signing
 
 # Each rollout takes seconds (under ten on a quiet machine); a stuck one fails here, well
 # before the suite's own limit, and its pods are stopped on the way out.

@@ -10,17 +10,16 @@ import pytest
 from service.config import Config
 from service.server import make_handlers
 from testkit import harness
-from tests.service.service_support import (
+from testkit.calls import (
     Caller,
     InProcess,
+    MakeCaller,
     channel_caller,
     grpc_testing_caller,
     start_server,
 )
 
 TRANSPORTS = ("grpc_testing", "sync_server")
-
-MakeCaller = Callable[[Config], Caller]
 
 
 @contextmanager

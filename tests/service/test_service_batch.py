@@ -27,7 +27,7 @@ from service.config import Config
 from service.handlers import Handlers
 from service.logs import make_logger
 from service.server import make_handlers
-from tests.service.service_support import InProcess, start_server
+from testkit.calls import InProcess, start_server
 
 KEYS = "k1:" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
 ITEM_BYTES = 4096

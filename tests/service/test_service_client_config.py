@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from service.config import Config
 from service.handlers import Handlers
 from service.server import SYNC_THREADS, make_handlers
-from tests.service.service_support import InProcess, start_server
+from testkit.calls import InProcess, start_server
 
 SERVICE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "grpc-service-config.json"
 NEW_MATCH = "/basra.v1.RulesService/NewMatch"

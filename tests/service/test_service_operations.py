@@ -16,7 +16,7 @@ import engine
 from clients.refusals import error_infos
 from service.config import Config
 from service.handlers import Handlers
-from tests.service.service_support import (
+from testkit.calls import (
     InProcess,
     channel_caller,
     grpc_testing_caller,

@@ -24,7 +24,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 import engine
-from clients.messages import state_to_proto
 from clients.refusals import error_infos, reason_of, retry_delay_of
 from engine import bot
 from service import admission, errors
@@ -43,6 +42,7 @@ from service.server import (
 )
 from service.servicer import respond
 from testkit.actions import action_to_proto
+from testkit.messages import state_to_proto
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_CONFIG = REPO / "deploy" / "grpc-service-config.json"

@@ -25,9 +25,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from service.metrics import FLUSH_SECONDS
 from testkit import harness
+from testkit.calls import REPO, scrape, scrape_until
 from testkit.harness import ServedProcess, command
 from testkit.ports import reserved_port
-from tests.service.service_support import REPO, scrape, scrape_until
 
 SEED = b"process-tests"
 CLEAN_ENDINGS = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}

@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection_pb2 as pb
 
 from service.config import Config
 from testkit import reflection as reflect
-from tests.service.service_support import InProcess, start_server
+from testkit.calls import InProcess, start_server
 
 RULES_FILE = "basra/v1/rules.proto"
 HEALTH = "grpc.health.v1.Health"

@@ -17,7 +17,7 @@ from basra.v1 import rules_pb2 as pb
 from service import admission
 from service.config import Config
 from service.server import receive_limit
-from tests.service.service_support import InProcess, start_server
+from testkit.calls import InProcess, start_server
 
 NEW_MATCH = "/basra.v1.RulesService/NewMatch"
 CONFIG = Config(port=0, metrics_port=0)

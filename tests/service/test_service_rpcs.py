@@ -8,13 +8,13 @@ import grpc
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from clients import messages
 from service.config import Config
 from service.handlers import Handlers
+from testkit import messages
 from testkit.actions import action_to_proto
-from tests.service.conftest import MakeCaller
-from tests.service.service_support import (
+from testkit.calls import (
     Caller,
+    MakeCaller,
     find_state,
     finished_match,
     first_choice,

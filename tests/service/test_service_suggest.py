@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import grpc
 import pytest
@@ -12,24 +11,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from clients import messages
 from engine import Status
 from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
 from engine.view import information_set
 from service.config import Config
 from service.handlers import Handlers
+from testkit import messages
 from testkit.actions import play_match
-from testkit.hidden import redistribute_hidden
-from tests.service.service_support import (
+from testkit.calls import (
     Caller,
+    MakeCaller,
     find_state,
     finished_match,
     has_multi_plan_card,
     proto,
 )
+from testkit.hidden import redistribute_hidden
 
-# A caller for a given configuration (the `call_with` fixture of conftest.py).
-MakeCaller = Callable[[Config], Caller]
 ENGINE_LEVEL = {
     pb.BOT_LEVEL_RANDOM: Level.RANDOM,
     pb.BOT_LEVEL_GREEDY: Level.GREEDY,

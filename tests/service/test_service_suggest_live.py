@@ -14,9 +14,9 @@ from engine import State, Status
 from service.handlers import Handlers
 from testkit import harness
 from testkit.actions import play_match
+from testkit.calls import proto, scrape, scrape_until
 from testkit.harness import ServedProcess
 from testkit.hidden import redistribute_hidden
-from tests.service.service_support import proto, scrape, scrape_until
 
 METHOD = "/basra.v1.RulesService/SuggestMove"
 CONNECTIONS = 4

@@ -37,8 +37,8 @@ from service.logs import make_logger
 from service.server import build_server
 from service.tracing import Tracing
 from testkit import harness, otlp
+from testkit.calls import REPO, InProcess, start_server
 from testkit.ports import reserved_port
-from tests.service.service_support import REPO, InProcess, start_server
 
 SEED = b"Zq81-seed-of-a-traced-match"
 EVERY_CARD = frozenset(engine.codes(range(52)))

@@ -10,12 +10,12 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from clients import messages
 from clients.refusals import error_infos
 from service import errors, reading
 from service.config import Config, ConfigError, add_arguments, env_name, flag_name, load
 from service.handlers import Handlers
-from tests.service.service_support import finished_match, states_of
+from testkit import messages
+from testkit.calls import finished_match, states_of
 
 # The configuration contract: flag, variable, default, another value as text and as parsed.
 CONTRACT = {

@@ -20,9 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from clients import messages
 from engine import State, Status
-from testkit import harness
+from testkit import harness, messages
 from testkit.actions import action_to_proto, random_action
 
 CODES = frozenset(engine.code(c) for c in range(52))

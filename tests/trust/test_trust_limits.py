@@ -9,12 +9,12 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 
 import engine
-from clients import messages
 from engine import Action, State, Status
 from engine.plans import plan_work
 from service.config import Config
+from testkit import messages
 from testkit.actions import action_to_proto, play_match
-from tests.trust.trust_support import TIMEOUT, refusal, serving
+from testkit.loopback import TIMEOUT, refusal, serving
 
 
 def _match(seed: bytes) -> tuple[list[State], list[Action]]:

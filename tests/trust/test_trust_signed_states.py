@@ -20,8 +20,9 @@ from service import errors
 from service.config import Config
 from service.errors import Refusal
 from service.server import make_handlers
-from service.signing import DOMAIN, SigningConfigError, check_window, mac
-from tests.trust.trust_support import TIMEOUT, refusal, serving
+from service.signing import check_window
+from testkit.loopback import TIMEOUT, refusal, serving
+from wire.signing import DOMAIN, SigningConfigError, mac
 
 SECRETS = {kid: random.Random(kid).randbytes(32) for kid in ("k1", "k2", "k3")}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from service.signing import DOMAIN, SigningConfigError, load_keys, parse_keys
+from wire.signing import DOMAIN, SigningConfigError, load_keys, parse_keys
 
 K1 = bytes(range(32))
 K2 = bytes(range(100, 116))

@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives import serialization
 
 from service.config import Config
 from testkit import harness
+from testkit.loopback import served_port
 from testkit.pki import PKI, Issued, make_pki
-from tests.trust.trust_support import served_port
 
 TIMEOUT = 10.0
 REPO = Path(__file__).resolve().parents[2]

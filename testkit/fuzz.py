@@ -9,7 +9,7 @@ service's request reader, the events through clients.messages.event_from_proto, 
 of the moves and views); legal actions on valid states must be answered. The test
 command runs a few thousand requests (tests/fuzz/test_fuzz_in_process.py); long runs:
 
-    .venv/bin/python -m tests.fuzz.in_process --requests 1000000 --report fuzz-in-process.json
+    .venv/bin/python -m testkit.fuzz --requests 1000000 --report fuzz-in-process.json
 
 It prints (and writes to --report) the requests per method and outcome, the refusals per
 reason, and every unexpected outcome (up to a sample); it exits 1 if there was any.
@@ -344,7 +344,7 @@ def fuzz(count: int, seed: int = 0, matches: int = 12) -> Run:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: fuzz, print the tally, write it to --report; 1 on any unexpected outcome."""
-    parser = argparse.ArgumentParser(prog="python -m tests.fuzz.in_process")
+    parser = argparse.ArgumentParser(prog="python -m testkit.fuzz")
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", type=Path, help="also write the tally as JSON here")

@@ -21,7 +21,6 @@ from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 
 import engine
-from clients import messages
 from clients.refusals import error_infos
 from engine import Action, State, Status
 from service.config import Config
@@ -31,12 +30,13 @@ from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
 from service.server import HANDLERS_SECONDS, HEALTH_SERVICE_NAME, RulesServer, build_server
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
+from testkit import messages
 from testkit.harness import ServedProcess
 
 if TYPE_CHECKING:
     from service.tracing import Tracing
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # How long a stop may take past its grace and its handlers' seconds before a test fails.
 STOP_MARGIN_SECONDS = 10.0
 SERVICE = pb.DESCRIPTOR.services_by_name["RulesService"]
@@ -59,6 +59,8 @@ class Outcome:
 
 
 Caller = Callable[[str, Message], Outcome]
+# A caller for a given configuration (the `call_with` fixture of tests/service/conftest.py).
+MakeCaller = Callable[[Config], Caller]
 
 
 def grpc_testing_caller(handlers: Handlers) -> Caller:

@@ -35,7 +35,7 @@ from service.server import make_handlers
 from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer, respond
 from testkit.registered import method_handlers, request_reader
 
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "golden"
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "golden"
 MANIFEST = CORPUS_DIR / "manifest.json"
 FORMAT = 1
 RECORD_COMMAND = ".venv/bin/python -m tests.golden.record_corpus"

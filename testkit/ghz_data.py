@@ -7,8 +7,8 @@ looks like a real gateway's traffic. The output is deterministic: rerun it after
 the engine or the proto, and tests/load checks that the committed files are current. The
 benchmarks read the same files (`read`) for their realistic requests.
 
-    .venv/bin/python -m benchmarks.ghz_data            # rewrite the files
-    .venv/bin/python -m benchmarks.ghz_data --check    # exit 1 if they are stale
+    .venv/bin/python -m testkit.ghz_data            # rewrite the files
+    .venv/bin/python -m testkit.ghz_data --check    # exit 1 if they are stale
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from clients.messages import state_to_proto
 from engine import Action, State
 from testkit.actions import action_to_proto, play_match
+from testkit.messages import state_to_proto
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "deploy" / "ghz" / "data"
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} ({len(text)} bytes)")
     if stale:
-        print(f"stale: {', '.join(stale)}; run python -m benchmarks.ghz_data", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run python -m testkit.ghz_data", file=sys.stderr)
         return 1
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 RULES_PAGE = REPO / "docs" / "rules.md"
 DATA = REPO / "tests" / "data"
 VECTORS = DATA / "vectors"
