@@ -41,9 +41,10 @@ def _handlers(reply: bytes, asynchronous: bool) -> Any:
     import grpc
 
     from service import plan_table
-    from service.errors import Refusal
     from service.handlers import Handlers
-    from service.servicer import RulesServicer, _reader, respond
+    from service.outcomes import Facts
+    from service.servicer import RulesServicer, respond
+    from service.servicer import reader as _reader
 
     plan_table.install()
     handlers = Handlers()
@@ -73,12 +74,12 @@ def _handlers(reply: bytes, asynchronous: bool) -> Any:
 
         async def apply_a(request: Any, context: Any) -> Any:
             counted[0] += 1
-            try:
-                return respond(handlers.apply, request, context.time_remaining())
-            except Refusal as refusal:
-                status = refusal.status()
-                await context.abort(status.code, status.details, status.trailing_metadata)
-                raise
+            outcome = respond(handlers.apply, request, Facts(), context.time_remaining())
+            if isinstance(outcome, bytes):
+                return outcome
+            status = outcome.status()
+            await context.abort(status.code, status.details, status.trailing_metadata)
+            raise AssertionError("abort raises")
 
         async def batch_a(request: Any, context: Any) -> Any:
             return batch(request)

@@ -20,7 +20,9 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 
 from service.errors import Refusal
 from service.handlers import Handlers
-from service.servicer import _reader, respond
+from service.outcomes import Facts
+from service.servicer import reader as _reader
+from service.servicer import respond
 
 PACKAGE = "basra.probe.v1"
 SERVICE = f"{PACKAGE}.Probe"
@@ -143,7 +145,8 @@ class ItemWork:
 
     def run(self, item: bytes) -> tuple[bytes, bytes]:
         """Return (response, b"") or (b"", status) for one encoded ApplyRequest."""
-        try:
-            return respond(self._apply, self._read(item)), b""
-        except Refusal as refusal:
-            return b"", status_bytes(refusal)
+        outcome = respond(self._apply, self._read(item), Facts())
+        if isinstance(outcome, bytes):
+            return outcome, b""
+        assert isinstance(outcome, Refusal), outcome
+        return b"", status_bytes(outcome)

@@ -24,6 +24,7 @@ from basra.v1 import rules_pb2 as pb
 
 from benchmarks import ghz_data
 from service.config import Config
+from service.outcomes import Facts
 from service.server import make_handlers
 
 QUESTIONS = 100_000
@@ -70,7 +71,7 @@ def apply_handler_ns() -> float:
     requests = ghz_data.read("apply.json", pb.ApplyRequest)
     began = time.perf_counter_ns()
     for request in requests:
-        handlers.apply(request)
+        handlers.apply(request, Facts())
     return (time.perf_counter_ns() - began) / len(requests)
 
 

@@ -77,6 +77,7 @@ from service.config import Config
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
+from service.outcomes import Facts
 from service.server import make_handlers
 from service.servicer import SERVICE_NAME, RulesServicer
 from testkit.registered import method_handlers, request_reader
@@ -172,7 +173,7 @@ def call_rows(served: _Served) -> list[Row]:
         return answer
 
     def apply(data: bytes) -> bytes:
-        return handlers.apply(read_apply(data))  # type: ignore[no-any-return]
+        return handlers.apply(read_apply(data), Facts())  # type: ignore[no-any-return]
 
     for data in calls:  # the whole call answers what the handler does
         assert whole_call(data) == apply(data)
@@ -228,10 +229,12 @@ def call_rows(served: _Served) -> list[Row]:
     return [
         Row("whole call: Apply through the interceptor", whole_call, calls),
         Row("handler: Apply, bytes to bytes, plan timing on", apply, calls),
-        Row("handler: LegalMoves", lambda d: handlers.legal_moves(read_listing(d)), listing),
+        Row(
+            "handler: LegalMoves", lambda d: handlers.legal_moves(read_listing(d), Facts()), listing
+        ),
         Row(
             "handler: PlayerView (seat to move)",
-            lambda d: handlers.player_view(read_view(d)),
+            lambda d: handlers.player_view(read_view(d), Facts()),
             views,
         ),
         Row("read: request and state into engine values", read, calls),

@@ -9,8 +9,10 @@ serves /metrics by aggregating them with MultiProcessCollector.
 In that mode every update of a value takes a lock and writes a memory-mapped file, several
 microseconds each, and a call makes several (one per card for the plan timing). So calls
 update a Tally instead: plain counts added up under one lock, which a worker writes to the
-families every FLUSH_SECONDS and once more when it stops. The totals in /metrics are exact;
-they only trail the calls by up to FLUSH_SECONDS.
+families every FLUSH_SECONDS and once more when it stops, off the calls' path, through
+prometheus-client's public calls (a histogram's observations as each bucket's mean, as often
+as the bucket was hit). The totals in /metrics are exact; they only trail the calls by up to
+FLUSH_SECONDS.
 """
 
 from __future__ import annotations
@@ -19,17 +21,17 @@ import os
 import tempfile
 import threading
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.bot import Suggestion
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+INF = float("inf")
 
 
 def _decades(first: int, last: int) -> tuple[float, ...]:
@@ -183,24 +185,62 @@ class Metrics:
         )
 
 
-class MethodTally:
-    """The counts of one RPC method since the last flush, and its metric children."""
+class Observations:
+    """The observations of one histogram series since the last flush: per bucket, how many
+    and their sum (the last bucket is +Inf). Its Tally's lock guards it."""
 
-    __slots__ = ("buckets", "handled", "labels", "seconds", "started")
+    __slots__ = ("bounds", "counts", "sums")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sums = [0.0] * (len(bounds) + 1)
+
+    def add(self, value: float) -> None:
+        """Count one observation."""
+        index = bisect_left(self.bounds, value)
+        self.counts[index] += 1
+        self.sums[index] += value
+
+    def take(self) -> list[tuple[float, int]]:
+        """Per non-empty bucket, the mean observation and how many; start again from none."""
+        taken = [
+            (min(total / count, bound), count)
+            for count, total, bound in zip(self.counts, self.sums, (*self.bounds, INF), strict=True)
+            if count
+        ]
+        if taken:
+            self.counts = [0] * len(self.counts)
+            self.sums = [0.0] * len(self.sums)
+        return taken
+
+
+def _observe(histogram: Histogram, taken: list[tuple[float, int]]) -> None:
+    """Observe each bucket's mean as often as the bucket was hit: the same buckets, count and
+    sum as the observations themselves (the mean of values in a bucket lies in that bucket)."""
+    for value, count in taken:
+        for _ in range(count):
+            histogram.observe(value)
+
+
+class MethodTally:
+    """The counts of one RPC method since the last flush, and its labels."""
+
+    __slots__ = ("handled", "labels", "seconds", "started")
 
     def __init__(self, labels: tuple[str, str, str]) -> None:
         self.labels = labels
         self.started = 0
         self.handled: dict[str, int] = {}
-        self.buckets = [0] * (len(HANDLING_BUCKETS) + 1)  # the last one is +Inf
-        self.seconds = 0.0
+        self.seconds = Observations(HANDLING_BUCKETS)
 
 
 class Tally:
     """The per-call metric updates of one process, added up and written to `metrics` by flush.
 
     Every method is safe to call from any thread. Counting costs a lock and a few additions;
-    flush writes the counts gathered since the previous flush to the metric families.
+    flush writes the counts gathered since the previous flush to the metric families, through
+    prometheus-client's public calls (inc, set, observe), so it is their one writer.
     """
 
     def __init__(self, metrics: Metrics) -> None:
@@ -209,17 +249,25 @@ class Tally:
         self._methods: dict[tuple[str, str, str], MethodTally] = {}
         self._refusals: dict[tuple[str, str], int] = {}
         self._seals: dict[str, int] = {}
-        self._plan_buckets = [0] * (len(PLAN_BUCKETS) + 1)
-        self._plan_seconds = 0.0
-        # Per level: for the seconds, the deals and the nodes, bucket counts and a sum.
-        self._suggestions: dict[str, list[tuple[list[int], float]]] = {}
-        self._wait_buckets = [0] * (len(WAIT_BUCKETS) + 1)
-        self._wait_seconds = 0.0
-        self._batch_buckets = [0] * (len(BATCH_BUCKETS) + 1)
-        self._batch_items = 0
+        self._plans = Observations(PLAN_BUCKETS)
+        # Per level: the seconds, the deals and the nodes of its suggestions.
+        self._suggestions: dict[str, tuple[Observations, ...]] = {}
+        self._waits = Observations(WAIT_BUCKETS)
+        self._batches = Observations(BATCH_BUCKETS)
         self._held: Callable[[], int] | None = None
         self._intake: tuple[Callable[[], int], Callable[[], int], list[int]] | None = None
         self._flush_lock = threading.Lock()
+
+    def declare(self, grpc_service: str, methods: Iterable[str], reasons: Iterable[str]) -> None:
+        """Make the series that alerts read exist at 0 before anything happens: each unary
+        method's started calls and INTERNAL ends, and its refusals for each of `reasons` (a
+        series that first appears at 1 shows no increase, and a sum over none is no data)."""
+        family = self.metrics
+        for method in methods:
+            family.started.labels("UNARY", grpc_service, method)
+            family.handled.labels("UNARY", grpc_service, method, "INTERNAL")
+            for reason in reasons:
+                family.refusals.labels(method, reason)
 
     def watch_intake(self, arrived: Callable[[], int], taken_in: Callable[[], int]) -> None:
         """Add the growth of `arrived()` and `taken_in()` (running totals) to their counters
@@ -255,11 +303,9 @@ class Tally:
 
     def finished(self, method: MethodTally, code: str, seconds: float, reason: str | None) -> None:
         """Count a finished call with its status code, duration and refusal reason (if any)."""
-        index = bisect_left(HANDLING_BUCKETS, seconds)
         with self._lock:
             method.handled[code] = method.handled.get(code, 0) + 1
-            method.buckets[index] += 1
-            method.seconds += seconds
+            method.seconds.add(seconds)
             if reason is not None:
                 key = (method.labels[2], reason)
                 self._refusals[key] = self._refusals.get(key, 0) + 1
@@ -271,86 +317,70 @@ class Tally:
 
     def observe_plan(self, seconds: float) -> None:
         """Count one plan generation that took `seconds`."""
-        index = bisect_left(PLAN_BUCKETS, seconds)
         with self._lock:
-            self._plan_buckets[index] += 1
-            self._plan_seconds += seconds
+            self._plans.add(seconds)
 
     def observe_wait(self, seconds: float) -> None:
         """Count one admitted call that waited `seconds` before its work started."""
-        index = bisect_left(WAIT_BUCKETS, seconds)
         with self._lock:
-            self._wait_buckets[index] += 1
-            self._wait_seconds += seconds
+            self._waits.add(seconds)
 
     def observe_batch(self, items: int) -> None:
         """Count one BatchApply call of `items` requests."""
-        index = bisect_left(BATCH_BUCKETS, items)
         with self._lock:
-            self._batch_buckets[index] += 1
-            self._batch_items += items
+            self._batches.add(items)
 
     def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
         """Count one suggestion: its time and its work (deals, nodes), by level."""
         values = (seconds, suggestion.deals, suggestion.nodes)
         with self._lock:
-            tallies = self._suggestions.setdefault(
-                suggestion.level.value,
-                [([0] * (len(bounds) + 1), 0.0) for bounds in _SUGGEST_FAMILIES],
-            )
-            for which, (bounds, value) in enumerate(zip(_SUGGEST_FAMILIES, values, strict=True)):
-                buckets, total = tallies[which]
-                buckets[bisect_left(bounds, value)] += 1
-                tallies[which] = (buckets, total + value)
+            tallies = self._suggestions.get(suggestion.level.value)
+            if tallies is None:
+                tallies = tuple(Observations(bounds) for bounds in _SUGGEST_FAMILIES)
+                self._suggestions[suggestion.level.value] = tallies
+            for observations, value in zip(tallies, values, strict=True):
+                observations.add(value)
 
     def flush(self) -> None:
         """Write the counts gathered since the last flush to the metric families."""
         with self._flush_lock:  # two flushes at once would still add up, but in any order
             with self._lock:
                 methods = [
-                    (m.labels, m.started, m.handled, m.buckets, m.seconds)
+                    (m.labels, m.started, m.handled, m.seconds.take())
                     for m in self._methods.values()
                 ]
                 for m in self._methods.values():
-                    m.started, m.handled, m.seconds = 0, {}, 0.0
-                    m.buckets = [0] * len(m.buckets)
+                    m.started, m.handled = 0, {}
                 refusals, self._refusals = self._refusals, {}
                 seals, self._seals = self._seals, {}
-                plans = (self._plan_buckets, self._plan_seconds)
-                self._plan_buckets = [0] * len(self._plan_buckets)
-                self._plan_seconds = 0.0
-                suggestions, self._suggestions = self._suggestions, {}
-                waits = (self._wait_buckets, self._wait_seconds)
-                self._wait_buckets = [0] * len(self._wait_buckets)
-                self._wait_seconds = 0.0
-                batches = (self._batch_buckets, self._batch_items)
-                self._batch_buckets = [0] * len(self._batch_buckets)
-                self._batch_items = 0
+                plans, waits, batches = self._plans.take(), self._waits.take(), self._batches.take()
+                suggestions = {
+                    level: [observations.take() for observations in tallies]
+                    for level, tallies in self._suggestions.items()
+                }
             family = self.metrics
             if self._held is not None:
                 family.calls_held.set(self._held())
             self._flush_intake()
-            if any(waits[0]):
-                _add_to_histogram(family.queue_wait_seconds, *waits)
-            if any(batches[0]):
-                _add_to_histogram(family.batch_items, *batches)
-            for labels, started, handled, buckets, seconds in methods:
+            _observe(family.queue_wait_seconds, waits)
+            _observe(family.batch_items, batches)
+            for labels, started, handled, seconds in methods:
                 if started:
                     family.started.labels(*labels).inc(started)
                 for code, count in handled.items():
                     family.handled.labels(*labels, code).inc(count)
-                if any(buckets):
-                    _add_to_histogram(family.handling_seconds.labels(*labels), buckets, seconds)
+                if seconds:
+                    _observe(family.handling_seconds.labels(*labels), seconds)
             for (method, reason), count in refusals.items():
                 family.refusals.labels(method, reason).inc(count)
             for key_id, count in seals.items():
                 family.seals.labels(key_id).inc(count)
-            if any(plans[0]):
-                _add_to_histogram(family.plan_seconds, *plans)
-            for level, tallies in suggestions.items():
+            _observe(family.plan_seconds, plans)
+            for level, taken in suggestions.items():
                 histograms = (family.suggest_seconds, family.suggest_deals, family.suggest_nodes)
-                for histogram, (buckets, total) in zip(histograms, tallies, strict=True):
-                    _add_to_histogram(histogram.labels(level), buckets, total)
+                for histogram, observed in zip(histograms, taken, strict=True):
+                    if observed:
+                        _observe(histogram.labels(level), observed)
 
     def flush_every(self, seconds: float) -> Callable[[], None]:
         """Flush on a daemon thread every `seconds`; return a function that stops it and
@@ -370,18 +400,6 @@ class Tally:
             self.flush()
 
         return stop_and_flush
-
-
-def _add_to_histogram(histogram: MetricWrapperBase, buckets: list[int], seconds: float) -> None:
-    """Add bucket counts and a sum (seconds, or items) to a histogram, as that many observe()
-    calls would."""
-    # prometheus-client has no public call for this; its Histogram keeps one value per bucket
-    # (not cumulative, +Inf last) and one for the sum, which is what observe() increments.
-    values = histogram._buckets  # type: ignore[attr-defined]
-    for index, count in enumerate(buckets):
-        if count:
-            values[index].inc(count)
-    histogram._sum.inc(seconds)  # type: ignore[attr-defined]
 
 
 def multiprocess_registry(directory: str) -> CollectorRegistry:
