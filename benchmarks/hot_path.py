@@ -144,7 +144,8 @@ def _serving(logs: Path) -> _Served:
     stream = open(logs, "w")  # noqa: SIM115 (open for the whole run)
     logger = make_logger("info", "json", stream).bind(worker=os.getpid())
     handlers = make_handlers(Config(), tally)
-    registered = method_handlers(RulesServicer(handlers), Config().max_message_bytes)
+    servicer = RulesServicer(handlers, CallObserver(tally, logger))
+    registered = method_handlers(servicer, Config().max_message_bytes)
     return _Served(handlers, registered, tally, logger, stream)
 
 
@@ -281,14 +282,20 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
 
     applies = ghz_data.read("apply.json", pb.ApplyRequest)
     calls = [r.SerializeToString() for r in applies]
-    _, registered, tally, logger, _ = served
-    apply_handler = registered["Apply"]
+    handlers, _, tally, logger, _ = served
     tracing = Tracing.start(logger, BatchSpanProcessor(_EncodingExporter()))
-    chains = {
-        "off": [ObservingInterceptor(CallObserver(tally, logger))],
-        "control": [ObservingInterceptor(CallObserver(tally, logger))],
-        "on": [tracing.interceptor(), ObservingInterceptor(CallObserver(tally, logger, tracing))],
+    # Each chain's observer: the servicer's (RulesService calls) and the interceptor's.
+    observers = {
+        "off": CallObserver(tally, logger),
+        "control": CallObserver(tally, logger),
+        "on": CallObserver(tally, logger, tracing),
     }
+    applies_of = {
+        name: method_handlers(RulesServicer(handlers, observer))["Apply"]
+        for name, observer in observers.items()
+    }
+    chains = {name: [ObservingInterceptor(observer)] for name, observer in observers.items()}
+    chains["on"].insert(0, tracing.interceptor())
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
     def context(flags: str) -> _Context:
@@ -298,7 +305,9 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
     sampled, unsampled = context("01"), context("00")
     details = _Details(sampled.invocation_metadata())
 
-    def through(chain: list[Any], call_context: _Context) -> Callable[[bytes], bytes]:
+    def through(name: str, call_context: _Context) -> Callable[[bytes], bytes]:
+        chain, apply_handler = chains[name], applies_of[name]
+
         def find(index: int) -> Any:
             if index == len(chain):
                 return apply_handler
@@ -312,7 +321,7 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
         return call
 
     for data in calls:  # the same answers on every path
-        assert len({through(chain, sampled)(data) for chain in chains.values()}) == 1
+        assert len({through(name, sampled)(data) for name in chains}) == 1
 
     tracer = tracing.provider.get_tracer("benchmark")
 
@@ -339,16 +348,16 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
 
     flush = tracing.provider.force_flush
     rows = [
-        Row("whole Apply call, tracing off", through(chains["off"], sampled), calls),
+        Row("whole Apply call, tracing off", through("off", sampled), calls),
         Row(
             "whole Apply call, tracing off, a second chain (control)",
-            through(chains["control"], sampled),
+            through("control", sampled),
             calls,
         ),
-        Row("whole Apply call, tracing on, sampled", through(chains["on"], sampled), calls, flush),
+        Row("whole Apply call, tracing on, sampled", through("on", sampled), calls, flush),
         Row(
             "whole Apply call, tracing on, unsampled",
-            through(chains["on"], unsampled),
+            through("on", unsampled),
             calls,
             flush,
         ),

@@ -10,9 +10,11 @@ In that mode every update of a value takes a lock and writes a memory-mapped fil
 microseconds each, and a call makes several (one per card for the plan timing). So calls
 update a Tally instead: plain counts added up under one lock, which a worker writes to the
 families every FLUSH_SECONDS and once more when it stops, off the calls' path, through
-prometheus-client's public calls (a histogram's observations as each bucket's mean, as often
-as the bucket was hit). The totals in /metrics are exact; they only trail the calls by up to
-FLUSH_SECONDS.
+prometheus-client's public calls only. Its public API adds a count to a counter in one call
+but observes one value at a time into a Histogram, so each histogram is written as two
+counters (`Tallied`: per bucket, and the sum) and shown as the histogram it is by a collector
+(`HistogramView`) in the registry /metrics serves. The totals in /metrics are exact; they
+only trail the calls by up to FLUSH_SECONDS.
 """
 
 from __future__ import annotations
@@ -21,17 +23,19 @@ import os
 import tempfile
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Metric, start_http_server
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from engine.bot import Suggestion
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-INF = float("inf")
 
 
 def _decades(first: int, last: int) -> tuple[float, ...]:
@@ -61,35 +65,192 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 10_000)
 
 
 @dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """A histogram family: name, help, labels and bucket bounds."""
+
+    name: str
+    documentation: str
+    labelnames: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+    def family(self, counts: Metric | None, sums: Metric | None) -> HistogramMetricFamily:
+        """The histogram that the two counters of a Tallied hold (cumulative buckets)."""
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        by_series: dict[tuple[str, ...], dict[str, float]] = {}
+        totals: dict[tuple[str, ...], float] = {}
+        for sample in counts.samples if counts is not None else ():
+            if sample.name.endswith("_total"):
+                series = tuple(sample.labels[name] for name in self.labelnames)
+                by_series.setdefault(series, {})[sample.labels["le"]] = sample.value
+        for sample in sums.samples if sums is not None else ():
+            if sample.name.endswith("_total"):
+                totals[tuple(sample.labels[name] for name in self.labelnames)] = sample.value
+        if not self.labelnames:
+            by_series.setdefault((), {})  # an unlabelled histogram shows from the start
+        for series, counted in by_series.items():
+            running, buckets = 0.0, []
+            for le in bucket_labels(self.buckets):
+                running += counted.get(le, 0.0)
+                buckets.append((le, running))
+            family.add_metric(list(series), buckets, totals.get(series, 0.0))
+        return family
+
+
+def bucket_labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The `le` labels of a histogram's buckets, as prometheus-client writes them."""
+    return (*(floatToGoString(bound) for bound in bounds), "+Inf")  # type: ignore[no-untyped-call]
+
+
+PLAN_SECONDS = HistogramSpec(
+    "basra_plan_generation_seconds",
+    "Time to generate the capture plans of one card.",
+    buckets=PLAN_BUCKETS,
+)
+
+HANDLING_SECONDS = HistogramSpec(
+    "grpc_server_handling_seconds",
+    "Histogram of response latency (seconds) of gRPC that had been application-level "
+    "handled by the server.",
+    _CALL_LABELS,
+    buckets=HANDLING_BUCKETS,
+)
+
+SUGGEST_SECONDS = HistogramSpec(
+    "basra_suggest_seconds",
+    "Time the bot took to choose one SuggestMove action, by level.",
+    ("level",),
+    buckets=SUGGEST_BUCKETS,
+)
+
+SUGGEST_DEALS = HistogramSpec(
+    "basra_suggest_deals",
+    "Deals the bot sampled and searched for one SuggestMove, by level.",
+    ("level",),
+    buckets=DEALS_BUCKETS,
+)
+
+SUGGEST_NODES = HistogramSpec(
+    "basra_suggest_nodes",
+    "Search nodes the bot visited for one SuggestMove, by level.",
+    ("level",),
+    buckets=NODES_BUCKETS,
+)
+
+QUEUE_WAIT_SECONDS = HistogramSpec(
+    "basra_queue_wait_seconds",
+    "Time an admitted RulesService call waited in its worker before work started.",
+    buckets=WAIT_BUCKETS,
+)
+
+BATCH_ITEMS = HistogramSpec(
+    "basra_batch_items",
+    "Requests per BatchApply call the service read, refused whole or not (each item "
+    "is also counted as an Apply call).",
+    buckets=BATCH_BUCKETS,
+)
+
+HISTOGRAMS = (
+    PLAN_SECONDS,
+    HANDLING_SECONDS,
+    SUGGEST_SECONDS,
+    SUGGEST_DEALS,
+    SUGGEST_NODES,
+    QUEUE_WAIT_SECONDS,
+    BATCH_ITEMS,
+)
+# The names of the two counters of a Tallied histogram, after the histogram's own.
+COUNTS_SUFFIX = "_tallied_bucket"
+SUMS_SUFFIX = "_tallied_sum"
+_PARTS = {spec.name + suffix for spec in HISTOGRAMS for suffix in (COUNTS_SUFFIX, SUMS_SUFFIX)}
+
+
+@dataclass(frozen=True, slots=True)
+class Tallied:
+    """A histogram written as two counters, observations per bucket (label `le`, not
+    cumulative) and their sum: prometheus-client's public API adds any count to a counter in
+    one call, but only one observation at a time to a Histogram. HistogramView shows the
+    two as the histogram."""
+
+    spec: HistogramSpec
+    counts: Counter
+    sums: Counter
+
+    @classmethod
+    def of(cls, spec: HistogramSpec, registry: CollectorRegistry | None) -> Tallied:
+        """The two counters of a histogram, in `registry` (None: unregistered)."""
+        labels = spec.labelnames
+        counts = Counter(
+            spec.name + COUNTS_SUFFIX, spec.documentation, (*labels, "le"), registry=registry
+        )
+        return cls(spec, counts, Counter(spec.name + SUMS_SUFFIX, "", labels, registry=registry))
+
+    def add(self, labelvalues: tuple[str, ...], taken: Taken) -> None:
+        """Add the observations taken from a tally to the series of `labelvalues`."""
+        for le, count in taken.counts:
+            self.counts.labels(*labelvalues, le).inc(count)
+        sums = self.sums.labels(*labelvalues) if labelvalues else self.sums
+        sums.inc(taken.total)
+
+
+class HistogramView(Collector):
+    """A registry's families as /metrics shows them: each Tallied pair of counters as its
+    histogram, every other family as it is."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def describe(self) -> list[Metric]:
+        """Nothing to check ahead: the names are the source's."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """The source's families, the Tallied ones as histograms."""
+        parts: dict[str, Metric] = {}
+        for family in self._source.collect():
+            if family.name in _PARTS:
+                parts[family.name] = family
+            else:
+                yield family
+        for spec in HISTOGRAMS:
+            counts, sums = parts.get(spec.name + COUNTS_SUFFIX), parts.get(spec.name + SUMS_SUFFIX)
+            if counts is not None or sums is not None:
+                yield spec.family(counts, sums)
+
+
+@dataclass(frozen=True, slots=True)
 class Metrics:
     """The service's metric families; create one set per process."""
 
-    plan_seconds: Histogram
+    plan_seconds: Tallied
     started: Counter
     handled: Counter
-    handling_seconds: Histogram
+    handling_seconds: Tallied
     refusals: Counter
     seals: Counter
-    suggest_seconds: Histogram
-    suggest_deals: Histogram
-    suggest_nodes: Histogram
-    queue_wait_seconds: Histogram
+    suggest_seconds: Tallied
+    suggest_deals: Tallied
+    suggest_nodes: Tallied
+    queue_wait_seconds: Tallied
     calls_held: Gauge
     calls_held_limit: Gauge
     calls_arrived: Counter
     calls_taken_in: Counter
-    batch_items: Histogram
+    batch_items: Tallied
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
-        """Create the families in `registry` (None: unregistered, as multiprocess workers do)."""
+        """Create the families in `registry` (None: unregistered, as multiprocess workers do;
+        their parent shows them through multiprocess_registry)."""
+        if registry is None:
+            return cls._in(None)
+        families = CollectorRegistry()
+        registry.register(HistogramView(families))
+        return cls._in(families)
+
+    @classmethod
+    def _in(cls, registry: CollectorRegistry | None) -> Metrics:
         return cls(
-            plan_seconds=Histogram(
-                "basra_plan_generation_seconds",
-                "Time to generate the capture plans of one card.",
-                buckets=PLAN_BUCKETS,
-                registry=registry,
-            ),
+            plan_seconds=Tallied.of(PLAN_SECONDS, registry),
             started=Counter(
                 "grpc_server_started_total",
                 "Total number of RPCs started on the server.",
@@ -102,14 +263,7 @@ class Metrics:
                 (*_CALL_LABELS, "grpc_code"),
                 registry=registry,
             ),
-            handling_seconds=Histogram(
-                "grpc_server_handling_seconds",
-                "Histogram of response latency (seconds) of gRPC that had been application-level "
-                "handled by the server.",
-                _CALL_LABELS,
-                buckets=HANDLING_BUCKETS,
-                registry=registry,
-            ),
+            handling_seconds=Tallied.of(HANDLING_SECONDS, registry),
             refusals=Counter(
                 "basra_refusals_total",
                 "Refused calls by the reason given in their ErrorInfo.",
@@ -123,33 +277,10 @@ class Metrics:
                 ("key_id",),
                 registry=registry,
             ),
-            suggest_seconds=Histogram(
-                "basra_suggest_seconds",
-                "Time the bot took to choose one SuggestMove action, by level.",
-                ("level",),
-                buckets=SUGGEST_BUCKETS,
-                registry=registry,
-            ),
-            suggest_deals=Histogram(
-                "basra_suggest_deals",
-                "Deals the bot sampled and searched for one SuggestMove, by level.",
-                ("level",),
-                buckets=DEALS_BUCKETS,
-                registry=registry,
-            ),
-            suggest_nodes=Histogram(
-                "basra_suggest_nodes",
-                "Search nodes the bot visited for one SuggestMove, by level.",
-                ("level",),
-                buckets=NODES_BUCKETS,
-                registry=registry,
-            ),
-            queue_wait_seconds=Histogram(
-                "basra_queue_wait_seconds",
-                "Time an admitted RulesService call waited in its worker before work started.",
-                buckets=WAIT_BUCKETS,
-                registry=registry,
-            ),
+            suggest_seconds=Tallied.of(SUGGEST_SECONDS, registry),
+            suggest_deals=Tallied.of(SUGGEST_DEALS, registry),
+            suggest_nodes=Tallied.of(SUGGEST_NODES, registry),
+            queue_wait_seconds=Tallied.of(QUEUE_WAIT_SECONDS, registry),
             # One series per live worker (label pid in multiprocess mode), sampled every flush.
             calls_held=Gauge(
                 "basra_calls_held",
@@ -175,52 +306,44 @@ class Metrics:
                 "Calls a worker's server took in from gRPC core (its first interceptor saw them).",
                 registry=registry,
             ),
-            batch_items=Histogram(
-                "basra_batch_items",
-                "Requests per BatchApply call the service read, refused whole or not (each item "
-                "is also counted as an Apply call).",
-                buckets=BATCH_BUCKETS,
-                registry=registry,
-            ),
+            batch_items=Tallied.of(BATCH_ITEMS, registry),
         )
 
 
-class Observations:
-    """The observations of one histogram series since the last flush: per bucket, how many
-    and their sum (the last bucket is +Inf). Its Tally's lock guards it."""
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """Observations taken from a tally: per non-empty bucket (its `le`), how many; their sum."""
 
-    __slots__ = ("bounds", "counts", "sums")
+    counts: list[tuple[str, int]]
+    total: float
+
+
+class Observations:
+    """The observations of one histogram series since the last flush: how many per bucket
+    (the last one is +Inf) and their sum. Its Tally's lock guards it."""
+
+    __slots__ = ("bounds", "counts", "les", "total")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
+        self.les = bucket_labels(bounds)
         self.counts = [0] * (len(bounds) + 1)
-        self.sums = [0.0] * (len(bounds) + 1)
+        self.total = 0.0
 
     def add(self, value: float) -> None:
         """Count one observation."""
-        index = bisect_left(self.bounds, value)
-        self.counts[index] += 1
-        self.sums[index] += value
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
 
-    def take(self) -> list[tuple[float, int]]:
-        """Per non-empty bucket, the mean observation and how many; start again from none."""
-        taken = [
-            (min(total / count, bound), count)
-            for count, total, bound in zip(self.counts, self.sums, (*self.bounds, INF), strict=True)
-            if count
-        ]
-        if taken:
-            self.counts = [0] * len(self.counts)
-            self.sums = [0.0] * len(self.sums)
+    def take(self) -> Taken | None:
+        """The observations since the last take (None: none); start again from none."""
+        if not any(self.counts):
+            return None
+        counted = [(le, n) for le, n in zip(self.les, self.counts, strict=True) if n]
+        taken = Taken(counted, self.total)
+        self.counts = [0] * len(self.counts)
+        self.total = 0.0
         return taken
-
-
-def _observe(histogram: Histogram, taken: list[tuple[float, int]]) -> None:
-    """Observe each bucket's mean as often as the bucket was hit: the same buckets, count and
-    sum as the observations themselves (the mean of values in a bucket lies in that bucket)."""
-    for value, count in taken:
-        for _ in range(count):
-            histogram.observe(value)
 
 
 class MethodTally:
@@ -362,25 +485,30 @@ class Tally:
             if self._held is not None:
                 family.calls_held.set(self._held())
             self._flush_intake()
-            _observe(family.queue_wait_seconds, waits)
-            _observe(family.batch_items, batches)
+            for histogram, taken in (
+                (family.queue_wait_seconds, waits),
+                (family.batch_items, batches),
+            ):
+                if taken is not None:
+                    histogram.add((), taken)
             for labels, started, handled, seconds in methods:
                 if started:
                     family.started.labels(*labels).inc(started)
                 for code, count in handled.items():
                     family.handled.labels(*labels, code).inc(count)
-                if seconds:
-                    _observe(family.handling_seconds.labels(*labels), seconds)
+                if seconds is not None:
+                    family.handling_seconds.add(labels, seconds)
             for (method, reason), count in refusals.items():
                 family.refusals.labels(method, reason).inc(count)
             for key_id, count in seals.items():
                 family.seals.labels(key_id).inc(count)
-            _observe(family.plan_seconds, plans)
-            for level, taken in suggestions.items():
+            if plans is not None:
+                family.plan_seconds.add((), plans)
+            for level, by_family in suggestions.items():
                 histograms = (family.suggest_seconds, family.suggest_deals, family.suggest_nodes)
-                for histogram, observed in zip(histograms, taken, strict=True):
-                    if observed:
-                        _observe(histogram.labels(level), observed)
+                for histogram, observed in zip(histograms, by_family, strict=True):
+                    if observed is not None:
+                        histogram.add((level,), observed)
 
     def flush_every(self, seconds: float) -> Callable[[], None]:
         """Flush on a daemon thread every `seconds`; return a function that stops it and
@@ -404,8 +532,10 @@ class Tally:
 
 def multiprocess_registry(directory: str) -> CollectorRegistry:
     """Return a registry that aggregates the values every worker wrote to `directory`."""
+    families = CollectorRegistry()
+    MultiProcessCollector(families, path=directory)  # type: ignore[no-untyped-call]
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    registry.register(HistogramView(families))
     return registry
 
 
