@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -15,7 +16,7 @@ from opentelemetry.trace import StatusCode
 from service.config import Config
 from service.errors import INTERNAL_MESSAGE
 from service.handlers import Handlers
-from tests.service.service_support import InProcess, grpc_testing_caller, traced_server
+from tests.service.service_support import REPO, InProcess, grpc_testing_caller, traced_server
 
 SEED = b"a seed for a broken server"
 BUG = "a secret the caller must not read"
@@ -94,3 +95,11 @@ def test_without_a_server_the_servicer_ends_a_failure_internal_too() -> None:
     outcome = grpc_testing_caller(BROKEN)("NewMatch", pb.NewMatchRequest(seed=SEED))
     assert outcome.code is grpc.StatusCode.INTERNAL
     assert outcome.details == INTERNAL_MESSAGE
+
+
+def test_the_published_retry_policy_never_retries_a_failure() -> None:
+    """The same request would fail the same way: INTERNAL (and UNKNOWN) are not retried."""
+    config = json.loads((REPO / "deploy/grpc-service-config.json").read_text())
+    for method in config["methodConfig"]:
+        codes = set(method["retryPolicy"]["retryableStatusCodes"])
+        assert codes.isdisjoint({"INTERNAL", "UNKNOWN"}), codes
