@@ -16,7 +16,14 @@ from opentelemetry.trace import StatusCode
 from service.config import Config
 from service.errors import INTERNAL_MESSAGE
 from service.handlers import Handlers
-from tests.service.service_support import REPO, InProcess, grpc_testing_caller, traced_server
+from service.outcomes import Facts
+from tests.service.service_support import (
+    REPO,
+    InProcess,
+    grpc_testing_caller,
+    start_server,
+    traced_server,
+)
 
 SEED = b"a seed for a broken server"
 BUG = "a secret the caller must not read"
@@ -103,3 +110,35 @@ def test_the_published_retry_policy_never_retries_a_failure() -> None:
     for method in config["methodConfig"]:
         codes = set(method["retryPolicy"]["retryableStatusCodes"])
         assert codes.isdisjoint({"INTERNAL", "UNKNOWN"}), codes
+
+
+def test_a_batch_item_that_fails_ends_internal_and_is_logged_with_its_traceback() -> None:
+    """In a batch, the item's status is INTERNAL; an error line carries its traceback and the
+    call's request id; the batch's line counts it under INTERNAL."""
+    begun = pb.NewMatchResponse.FromString(
+        Handlers().new_match(pb.NewMatchRequest(seed=SEED), Facts())
+    )
+    move = begun.legal_moves.moves[0]
+    action = pb.Action(seat=begun.legal_moves.seat, card=move.card)
+    if move.plans:
+        action.plan_id = move.plans[0].id
+    server = start_server(Config(), BROKEN)
+    try:
+        batch = server.channel.unary_unary(
+            "/basra.v1.RulesService/BatchApply",
+            request_serializer=pb.BatchApplyRequest.SerializeToString,
+            response_deserializer=pb.BatchApplyResponse.FromString,
+        )
+        request = pb.BatchApplyRequest(requests=[pb.ApplyRequest(state=begun.state, action=action)])
+        answer = batch(request, metadata=(("x-request-id", "req-batch"),), timeout=10)
+    finally:
+        server.close()
+    (result,) = answer.results
+    assert result.status.code == grpc.StatusCode.INTERNAL.value[0]
+    assert result.status.message == INTERNAL_MESSAGE
+    lines = server.log_lines()
+    (failed,) = [line for line in lines if line["event"] == "batch item failed"]
+    assert (failed["level"], failed["request_id"]) == ("error", "req-batch")
+    assert f"KeyError: '{BUG}'" in failed["exception"]
+    (call,) = [line for line in lines if line.get("method") == "basra.v1.RulesService/BatchApply"]
+    assert (call["code"], call["outcomes"]) == ("OK", {"INTERNAL": 1})
