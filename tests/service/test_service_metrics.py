@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -19,20 +18,12 @@ UNARY = {"grpc_type": "UNARY", "grpc_service": RULES}
 SIGNING_KEYS = f"k1:{base64.b64encode(bytes(range(32))).decode()}"
 
 
-@pytest.fixture
-def fresh() -> Iterator[InProcess]:
-    """A server that has not been called yet."""
-    server = start_server(Config())
-    yield server
-    server.close()
-
-
-def test_the_series_alerts_read_exist_at_zero_before_any_call(fresh: InProcess) -> None:
+def test_the_series_alerts_read_exist_at_zero_before_any_call(sync_server: InProcess) -> None:
     """The shedding alert's refusals, the INTERNAL count and the calls started read 0, not
     no data, on a server that has refused nothing yet (Prometheus sees no increase in a series
     that first appears at 1)."""
-    fresh.tally.flush()
-    sample = fresh.registry.get_sample_value
+    sync_server.tally.flush()  # a server that has not been called yet
+    sample = sync_server.registry.get_sample_value
     for method in ("NewMatch", "Apply", "SuggestMove", "BatchApply"):
         for reason in ("OVERLOADED", "DEADLINE_EXPIRED", "DEADLINE_TOO_SHORT"):
             labels = {"grpc_method": method, "reason": reason}
