@@ -136,16 +136,14 @@ class MethodObserver:
             else:
                 code = seen_by_client(context, self._grace).name
             error = outcome.error if isinstance(outcome, Failure) else None
-            self._record(
-                start, context, code, outcomes.reason(outcome), facts=facts.fields(), error=error
-            )
+            self._record(start, context, code, outcomes.reason(outcome), facts=facts, error=error)
         except Exception:
             pass
 
     def ended(self, start: float, context: Context, code: grpc.StatusCode) -> None:
         """Count, time and log a call of another service (health, reflection) as it ended."""
         try:  # noqa: SIM105
-            self._record(start, context, code.name, None, facts={}, error=None)
+            self._record(start, context, code.name, None, facts=None, error=None)
         except Exception:
             pass
 
@@ -176,7 +174,7 @@ class MethodObserver:
         code: str,
         reason: str | None,
         *,
-        facts: dict[str, Any],
+        facts: Facts | None,
         error: BaseException | None,
     ) -> None:
         duration = perf_counter() - start
@@ -185,8 +183,9 @@ class MethodObserver:
         log = self._log if error is None else self._error
         if log is None:
             return
+        fields = {} if facts is None else facts.fields()  # only for a line that is written
         if error is not None:
-            facts = {**facts, "exc_info": error}
+            fields["exc_info"] = error
         log(
             "rpc",
             method=self._name,
@@ -194,7 +193,7 @@ class MethodObserver:
             reason=reason,
             duration_ms=round(duration * 1000, 3),
             request_id=_request_id(context.invocation_metadata()),
-            **facts,
+            **fields,
         )
 
 
