@@ -76,10 +76,12 @@ from service.config import Config
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
+from service.outcomes import Facts
 from service.server import make_handlers
 from service.servicer import SERVICE_NAME, RulesServicer
 from testkit import ghz_data
 from testkit.registered import method_handlers, request_reader
+from wire.actions import action_from_proto
 
 ROOT = Path(__file__).resolve().parent.parent
 APPLY_METHOD = f"/{SERVICE_NAME}/Apply"
@@ -143,7 +145,8 @@ def _serving(logs: Path) -> _Served:
     stream = open(logs, "w")  # noqa: SIM115 (open for the whole run)
     logger = make_logger("info", "json", stream).bind(worker=os.getpid())
     handlers = make_handlers(Config(), tally)
-    registered = method_handlers(RulesServicer(handlers), Config().max_message_bytes)
+    servicer = RulesServicer(handlers, CallObserver(tally, logger))
+    registered = method_handlers(servicer, Config().max_message_bytes)
     return _Served(handlers, registered, tally, logger, stream)
 
 
@@ -172,20 +175,20 @@ def call_rows(served: _Served) -> list[Row]:
         return answer
 
     def apply(data: bytes) -> bytes:
-        return handlers.apply(read_apply(data))  # type: ignore[no-any-return]
+        return handlers.apply(read_apply(data), Facts())  # type: ignore[no-any-return]
 
     for data in calls:  # the whole call answers what the handler does
         assert whole_call(data) == apply(data)
 
     states = [reading.state_from_proto(r.state) for r in applies]
-    actions = [reading.action_from_proto(r.action) for r in applies]
+    actions = [action_from_proto(r.action) for r in applies]
     results = [engine.apply(s, a, check=False) for s, a in zip(states, actions, strict=True)]
     after_moves = [engine.legal_moves(s) for s, _ in results]
     cards = [len(m) for m in after_moves]
 
     def read(data: bytes) -> object:
         request = read_apply(data)
-        return reading.state_from_proto(request.state), reading.action_from_proto(request.action)
+        return reading.state_from_proto(request.state), action_from_proto(request.action)
 
     def rules(pair: tuple[engine.State, engine.Action]) -> object:
         engine.check_state(pair[0])
@@ -228,10 +231,12 @@ def call_rows(served: _Served) -> list[Row]:
     return [
         Row("whole call: Apply through the interceptor", whole_call, calls),
         Row("handler: Apply, bytes to bytes, plan timing on", apply, calls),
-        Row("handler: LegalMoves", lambda d: handlers.legal_moves(read_listing(d)), listing),
+        Row(
+            "handler: LegalMoves", lambda d: handlers.legal_moves(read_listing(d), Facts()), listing
+        ),
         Row(
             "handler: PlayerView (seat to move)",
-            lambda d: handlers.player_view(read_view(d)),
+            lambda d: handlers.player_view(read_view(d), Facts()),
             views,
         ),
         Row("read: request and state into engine values", read, calls),
@@ -278,14 +283,20 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
 
     applies = ghz_data.read("apply.json", pb.ApplyRequest)
     calls = [r.SerializeToString() for r in applies]
-    _, registered, tally, logger, _ = served
-    apply_handler = registered["Apply"]
+    handlers, _, tally, logger, _ = served
     tracing = Tracing.start(logger, BatchSpanProcessor(_EncodingExporter()))
-    chains = {
-        "off": [ObservingInterceptor(CallObserver(tally, logger))],
-        "control": [ObservingInterceptor(CallObserver(tally, logger))],
-        "on": [tracing.interceptor(), ObservingInterceptor(CallObserver(tally, logger, tracing))],
+    # Each chain's observer: the servicer's (RulesService calls) and the interceptor's.
+    observers = {
+        "off": CallObserver(tally, logger),
+        "control": CallObserver(tally, logger),
+        "on": CallObserver(tally, logger, tracing),
     }
+    applies_of = {
+        name: method_handlers(RulesServicer(handlers, observer))["Apply"]
+        for name, observer in observers.items()
+    }
+    chains = {name: [ObservingInterceptor(observer)] for name, observer in observers.items()}
+    chains["on"].insert(0, tracing.interceptor())
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
     def context(flags: str) -> _Context:
@@ -295,7 +306,9 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
     sampled, unsampled = context("01"), context("00")
     details = _Details(sampled.invocation_metadata())
 
-    def through(chain: list[Any], call_context: _Context) -> Callable[[bytes], bytes]:
+    def through(name: str, call_context: _Context) -> Callable[[bytes], bytes]:
+        chain, apply_handler = chains[name], applies_of[name]
+
         def find(index: int) -> Any:
             if index == len(chain):
                 return apply_handler
@@ -309,7 +322,7 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
         return call
 
     for data in calls:  # the same answers on every path
-        assert len({through(chain, sampled)(data) for chain in chains.values()}) == 1
+        assert len({through(name, sampled)(data) for name in chains}) == 1
 
     tracer = tracing.provider.get_tracer("benchmark")
 
@@ -322,7 +335,7 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
             pass
 
     states = [reading.state_from_proto(r.state) for r in applies]
-    actions = [reading.action_from_proto(r.action) for r in applies]
+    actions = [action_from_proto(r.action) for r in applies]
     afters = [engine.apply(s, a, check=False)[0] for s, a in zip(states, actions, strict=True)]
 
     def timed_plans(card: int, floor: int, limit: int) -> tuple[engine.Plan, ...]:
@@ -336,16 +349,16 @@ def tracing_rows(served: _Served) -> tuple[list[Row], Callable[[], object]]:
 
     flush = tracing.provider.force_flush
     rows = [
-        Row("whole Apply call, tracing off", through(chains["off"], sampled), calls),
+        Row("whole Apply call, tracing off", through("off", sampled), calls),
         Row(
             "whole Apply call, tracing off, a second chain (control)",
-            through(chains["control"], sampled),
+            through("control", sampled),
             calls,
         ),
-        Row("whole Apply call, tracing on, sampled", through(chains["on"], sampled), calls, flush),
+        Row("whole Apply call, tracing on, sampled", through("on", sampled), calls, flush),
         Row(
             "whole Apply call, tracing on, unsampled",
-            through(chains["on"], unsampled),
+            through("on", unsampled),
             calls,
             flush,
         ),

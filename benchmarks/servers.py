@@ -34,6 +34,7 @@ from grpc_health.v1 import health_pb2
 from benchmarks.bench_server import NOOP_PATH
 from clients import load
 from service.handlers import Handlers
+from service.outcomes import Facts
 from testkit import ghz_data, ghz_tool, harness
 from testkit.ports import reserved_port
 
@@ -288,7 +289,7 @@ def apply_requests() -> tuple[list[bytes], int]:
     """Return the encoded Apply requests of the ghz data and the mean size of their replies."""
     requests = ghz_data.read("apply.json", pb.ApplyRequest)
     handlers = Handlers()
-    sizes = [len(handlers.apply(request)) for request in requests]
+    sizes = [len(handlers.apply(request, Facts())) for request in requests]
     return [r.SerializeToString() for r in requests], round(statistics.mean(sizes))
 
 

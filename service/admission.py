@@ -1,24 +1,10 @@
 """Admission control: a bound on the calls a worker holds, and lanes that keep probes apart.
 
-A worker holds a call from the moment it is admitted until its handler returns: in flight
-plus queued. Past `--admission-limit` held calls, a RulesService call is refused at once,
-RESOURCE_EXHAUSTED with reason OVERLOADED, a google.rpc.RetryInfo delay and grpc's own pushback
-header, before any per-call work (its body is not even parsed, no span, no log line; it is
-counted). The bound keeps the queue short enough that what it admits is answered in time:
-without it, a queue longer than the callers' deadlines fills with calls whose callers have
-given up (docs/capacity.md has the measurements behind the mechanism and its default).
-
-The retry delay is the worker's running estimate of how long an admitted call stays in it
-(from admission to answer: how soon the queue turns over), clamped and jittered so that the
-callers refused together do not come back together.
-
-grpc runs every interceptor in its one polling thread, before it hands the call to the
-server's thread pool, so the decision is made as the call arrives. The pool is a WorkPool that
-counts what it holds and times the wait before work starts. Through grpc's per-method
-`experimental_thread_pool`, a refusal runs in the polling thread itself (declared
-client-streaming, so grpc does not read the request first; it never waits), and health checks
-on a thread of their own: neither queues behind the work, so a busy worker answers its probes
-and a refused caller learns it at once.
+What the bound does, the refusal past it (OVERLOADED with a retry delay), the lanes of probes
+and refusals and how refused calls are counted: docs/service.md, "Overload" (measurements:
+docs/capacity.md). Here: `Admission`, the bound and the running stay behind the retry delay;
+`WorkPool`, the thread pool that holds admitted calls; `AdmissionInterceptor`, which decides
+as each call arrives, in grpc's polling thread.
 """
 
 from __future__ import annotations
@@ -36,8 +22,7 @@ import grpc
 
 from service import errors
 from service.errors import Refusal, ServiceReason
-from service.logs import Logger
-from service.metrics import MethodTally, Tally
+from service.interceptors import CallObserver, MethodObserver
 from service.servicer import SERVICE_NAME
 
 RULES_PREFIX = f"/{SERVICE_NAME}/"
@@ -286,38 +271,33 @@ def _unary(handler: Handler, behaviour: Callable[..., Any]) -> Handler:
 
 @dataclass
 class _Shedding:
-    """What refusing a call past the bound needs: the bound, its tally, the log."""
+    """What refusing a call past the bound needs: the bound, the calls' observer, the log."""
 
     admission: Admission
-    tally: Tally | None
-    logger: Logger
-    _methods: dict[str, MethodTally] = field(default_factory=dict)
+    observer: CallObserver
+    _methods: dict[str, MethodObserver] = field(default_factory=dict)
 
-    def _tally(self, method: str, code: str, reason: ServiceReason | None) -> None:
-        tally = self.tally
-        if tally is None:
-            return
-        counted = self._methods.get(method)
-        if counted is None:
+    def _count(self, method: str, code: str, reason: ServiceReason | None) -> None:
+        observed = self._methods.get(method)
+        if observed is None:
             service, _, name = method.lstrip("/").rpartition("/")
-            counted = self._methods[method] = tally.method("UNARY", service, name)
-        tally.started(counted)
-        tally.finished(counted, code, 0.0, None if reason is None else reason.value)
+            observed = self._methods[method] = self.observer.unary(service, name)
+        observed.counted(code, None if reason is None else reason.value)
 
     def gone(self, method: str, ended: Ended = EXPIRED) -> None:
         """Count a call that ended before its work started (no handler ran) as its client saw it."""
-        self._tally(method, ended.code, ended.reason)
+        self._count(method, ended.code, ended.reason)
 
     def count(self, method: str) -> None:
         """Count a refused call in the standard series and by reason; log now and then."""
-        self._tally(method, "RESOURCE_EXHAUSTED", ServiceReason.OVERLOADED)
+        self._count(method, "RESOURCE_EXHAUSTED", ServiceReason.OVERLOADED)
         self.report(1)
 
     def report(self, refused: int) -> None:
         """Add refused calls (or batch items) to the periodic "shedding load" warning."""
         shed = self.admission.shed_report(refused)
         if shed:
-            self.logger.warning(
+            self.observer.logger.warning(
                 "shedding load",
                 refused=shed,
                 reason=ServiceReason.OVERLOADED.value,
@@ -335,13 +315,12 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(
         self,
         admission: Admission,
-        tally: Tally | None,
-        logger: Logger,
+        observer: CallObserver,
         threads: int,
         observe_wait: Callable[[float], None],
     ) -> None:
         self.admission = admission
-        self._shedding = _Shedding(admission, tally, logger)
+        self._shedding = _Shedding(admission, observer)
         self.pool = WorkPool(admission, threads, observe_wait, self._shedding.gone)
         """The server's thread pool (give it to grpc.server)."""
         self.shed = self._shedding.report

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from time import perf_counter
 from typing import Any
@@ -34,13 +33,14 @@ from basra.v1 import rules_pb2 as pb
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
-from service import deadlines, errors
+from service import deadlines, errors, outcomes
 from service.admission import Admission
 from service.config import Config
 from service.errors import Refusal, ServiceReason
 from service.handlers import Handlers
-from service.metrics import Tally
-from service.servicer import SERVICE_NAME, Unreadable, _answer, _reader, respond
+from service.interceptors import CallObserver
+from service.outcomes import Facts, Outcome
+from service.servicer import SERVICE_NAME, Unreadable, reader, respond, serve
 
 METHOD = "BatchApply"
 ITEM_METHOD = "Apply"
@@ -90,27 +90,8 @@ ResponseWire = _mirror(pb.BatchApplyResponse.DESCRIPTOR)
 ResultWire = _mirror(pb.ApplyResult.DESCRIPTOR)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchAnswer:
-    """An encoded BatchApplyResponse with its item count and outcome counts, for the log line."""
-
-    data: bytes
-    items: int
-    outcomes: Mapping[str, int]
-    """How many items ended how: "OK", else the refusal's reason."""
-
-    def facts(self) -> dict[str, Any]:
-        """What the call's log line says of the batch."""
-        return {"items": self.items, "outcomes": dict(self.outcomes)}
-
-
-def encoded(answer: BatchAnswer) -> bytes:
-    """The bytes to send (the method's response serializer)."""
-    return answer.data
-
-
-def status_bytes(refusal: Refusal) -> bytes:
-    """The google.rpc.Status a unary call refused so would carry, encoded."""
+def status_bytes(refusal: Refusal | errors.Failure) -> bytes:
+    """The google.rpc.Status a unary call ended so would carry, encoded."""
     for key, value in refusal.status().trailing_metadata:
         if key == errors.DETAILS_KEY and isinstance(value, bytes):
             return value
@@ -164,28 +145,30 @@ class BatchApply:
         handlers: Handlers,
         *,
         admission: Admission,
-        tally: Tally | None,
+        observer: CallObserver,
         max_items: int,
         max_item_bytes: int,
         max_response_bytes: int,
         shed: Callable[[int], None] = lambda refused: None,
     ) -> None:
-        self._apply: Callable[[Any], bytes] = handlers.apply
+        self._apply = handlers.apply
         self._admission = admission
         self._shed = shed
-        self._tally = tally
-        self._item_tally = tally.method("UNARY", SERVICE_NAME, ITEM_METHOD) if tally else None
+        self._tally = observer.metrics
+        self._observed = observer.unary(SERVICE_NAME, METHOD)
+        self._item = observer.unary(SERVICE_NAME, ITEM_METHOD)
         self._max_items = max_items
-        self._read_item = _reader(pb.ApplyRequest, max_item_bytes)
+        self._read_item = reader(pb.ApplyRequest, max_item_bytes)
         self._max_response_bytes = max_response_bytes
         self._clock = _ItemClock()
 
-    def __call__(self, request: Any, context: grpc.ServicerContext) -> BatchAnswer:
+    def __call__(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Answer every item of a batch, in order (a refusal of the whole call aborts it)."""
-        return _answer(partial(self._run, context=context), request, context)
+        return serve(self._observed, partial(self._run, context=context), request, context)
 
-    def _run(self, request: Any, context: grpc.ServicerContext) -> BatchAnswer:
+    def _run(self, request: Any, facts: Facts, context: grpc.ServicerContext) -> bytes:
         items = list(request.requests)
+        facts.items = len(items)
         if self._tally is not None:
             self._tally.observe_batch(len(items))
         if len(items) > self._max_items:
@@ -194,14 +177,14 @@ class BatchApply:
         extra = self._admission.take(len(items) - 1) if len(items) > 1 else 0
         held = extra
         results: list[bytes] = []
-        outcomes: Counter[str] = Counter()
+        ended: Counter[str] = Counter()
         size = 0
         slowest = 0.0
         full: Refusal | None = None  # once an answer did not fit, later items are not run
         try:
             for index, data in enumerate(items):
                 start = perf_counter()
-                outcome: bytes | Refusal
+                outcome: Outcome
                 if index > extra:
                     outcome = self._admission.overloaded()
                 elif full is not None:
@@ -218,51 +201,44 @@ class BatchApply:
                         full = outcome = _response_too_large(
                             size + len(result), self._max_response_bytes
                         )
-                if isinstance(outcome, Refusal):
+                if not isinstance(outcome, bytes):
                     result = ResultWire(status=status_bytes(outcome)).SerializeToString()
                 size += len(result)
                 results.append(result)
-                self._count(outcome, perf_counter() - start, outcomes)
+                self._count(outcome, perf_counter() - start, ended)
         finally:
             if held:
                 self._admission.release(held)
-        if shed := outcomes[ServiceReason.OVERLOADED.value]:
+        if shed := ended[ServiceReason.OVERLOADED.value]:
             self._shed(shed)
-        data = ResponseWire(results=results).SerializeToString()
-        return BatchAnswer(data, len(items), outcomes)
+        facts.outcomes = ended
+        answer: bytes = ResponseWire(results=results).SerializeToString()
+        return answer
 
-    def _one(self, data: bytes, context: grpc.ServicerContext, slowest: float) -> bytes | Refusal:
-        """One item through the unary path: its answer's bytes, or its refusal."""
+    def _one(self, data: bytes, context: grpc.ServicerContext, slowest: float) -> Outcome:
+        """One item through the unary path (`respond`): its answer's bytes, or how it ended."""
         left = context.time_remaining()
         if self._clock.too_late(left, slowest):
             return deadlines.expired(0.0)  # type: ignore[return-value]  # always a refusal
         start = perf_counter()
-        try:
-            answer = respond(self._apply, self._read_item(data), left)
-        except Refusal as refusal:
-            return refusal
-        finally:
-            self._clock.observe(perf_counter() - start)
-        return answer
+        outcome = respond(self._apply, self._read_item(data), Facts(), left)
+        self._clock.observe(perf_counter() - start)
+        if isinstance(outcome, errors.Failure):
+            self._item.failed(context, outcome)
+        return outcome
 
-    def _count(self, outcome: bytes | Refusal, seconds: float, outcomes: Counter[str]) -> None:
+    def _count(self, outcome: Outcome, seconds: float, ended: Counter[str]) -> None:
         """Count one item under the unary method's series, as a unary call would be."""
-        refused = isinstance(outcome, Refusal)
-        outcomes[outcome.reason if refused else "OK"] += 1  # type: ignore[union-attr]
-        if self._tally is None or self._item_tally is None:
-            return
-        self._tally.started(self._item_tally)
-        if isinstance(outcome, Refusal):
-            self._tally.finished(self._item_tally, outcome.code.name, seconds, outcome.reason)
-        else:
-            self._tally.finished(self._item_tally, "OK", seconds, None)
+        code = outcomes.code_name(outcome)
+        ended[outcomes.reason(outcome) or code] += 1
+        self._item.counted(code, outcomes.reason(outcome), seconds)
 
 
 def served(
     config: Config,
     handlers: Handlers,
     admission: Admission,
-    tally: Tally | None,
+    observer: CallObserver,
     max_call_bytes: int,
     *,
     shed: Callable[[int], None],
@@ -272,15 +248,11 @@ def served(
     batch = BatchApply(
         handlers,
         admission=admission,
-        tally=tally,
+        observer=observer,
         max_items=config.max_batch_items,
         max_item_bytes=config.max_message_bytes,
         max_response_bytes=max_call_bytes,
         shed=shed,
     )
-    read: Callable[[bytes], Message | Unreadable] = _reader(RequestWire, max_call_bytes)
-    return {
-        METHOD: grpc.unary_unary_rpc_method_handler(
-            batch, request_deserializer=read, response_serializer=encoded
-        )
-    }
+    read: Callable[[bytes], Message | Unreadable] = reader(RequestWire, max_call_bytes)
+    return {METHOD: grpc.unary_unary_rpc_method_handler(batch, request_deserializer=read)}

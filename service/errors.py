@@ -1,13 +1,14 @@
-"""Refusals: one exception type carrying a gRPC code and exactly one google.rpc.ErrorInfo (and,
-when the server sheds load, a google.rpc.RetryInfo saying when to try again)."""
+"""How a call ends when it is not answered: a Refusal, one exception type carrying a gRPC code
+and exactly one google.rpc.ErrorInfo (and, when the server sheds load, a google.rpc.RetryInfo
+saying when to try again); or a Failure, an exception nobody anticipated, which ends it INTERNAL."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -32,7 +33,6 @@ class ServiceReason(StrEnum):
     TOO_MANY_ACTIONS = "TOO_MANY_ACTIONS"
     TOO_MANY_LABELS = "TOO_MANY_LABELS"
     MALFORMED_REQUEST = "MALFORMED_REQUEST"
-    UNPROCESSABLE = "UNPROCESSABLE"
     BAD_SIGNATURE = "BAD_SIGNATURE"
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
@@ -71,7 +71,6 @@ _CODE_BY_REASON: Mapping[str, grpc.StatusCode] = MappingProxyType(
         ServiceReason.TOO_MANY_ACTIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
         ServiceReason.TOO_MANY_LABELS: grpc.StatusCode.INVALID_ARGUMENT,
         ServiceReason.MALFORMED_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
-        ServiceReason.UNPROCESSABLE: grpc.StatusCode.INVALID_ARGUMENT,
         ServiceReason.BAD_SIGNATURE: grpc.StatusCode.UNAUTHENTICATED,
         ServiceReason.REQUEST_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
         ServiceReason.RESPONSE_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -167,23 +166,19 @@ def from_rule_error(error: RuleError) -> Refusal:
     )
 
 
-def unexpected(error: BaseException) -> Refusal:
-    """Turn an exception nobody anticipated into a clean refusal that names only its type."""
-    return refusal(
-        ServiceReason.UNPROCESSABLE,
-        "The request could not be processed and was refused; nothing was changed.",
-        error=type(error).__name__,
-    )
+# What the caller of a failed call learns: that the server failed, not how (the log says how).
+INTERNAL_MESSAGE = "The server failed on this call; nothing was changed."
 
 
-def reason_in(trailing_metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
-    """Return the ErrorInfo reason carried by a call's trailing metadata, if any."""
-    for key, value in trailing_metadata or ():
-        if key != DETAILS_KEY or not isinstance(value, bytes):
-            continue
-        rich = status_pb2.Status.FromString(value)
-        for detail in rich.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info):
-                return str(info.reason)
-    return None
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A call ended by an exception nobody anticipated: a bug of the server, not the caller's."""
+
+    error: BaseException
+    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    reason: ClassVar[None] = None
+
+    def status(self) -> grpc.Status:
+        """Return the grpc.Status to end the call with: INTERNAL, naming nothing internal."""
+        rich = status_pb2.Status(code=code_pb2.INTERNAL, message=INTERNAL_MESSAGE)
+        return rpc_status.to_status(rich)

@@ -1,17 +1,17 @@
-"""The RPCs as plain request -> response functions, called by the servicer and by tests.
+"""The RPCs as plain functions of a request, called by the servicer, the batch and tests.
 
-Every function either returns its response or raises errors.Refusal; nothing here knows about
-gRPC contexts, so the servicer (and tests) call exactly the same code.
+Each returns its encoded response or raises a refusal (errors.Refusal, or the engine's
+RuleError, which servicer.respond turns into one), and notes in the call's Facts the seq and
+seat it read; nothing here knows about gRPC contexts, so the servicer, the batch and tests call
+exactly the same code.
 """
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar
 
 from basra.v1 import rules_pb2 as pb
 from google.protobuf.message import DecodeError
@@ -26,65 +26,11 @@ from service.config import Config
 from service.deadlines import SearchClock
 from service.enums import ENGINE_BOT_LEVEL
 from service.errors import ServiceReason
+from service.outcomes import Facts
+from wire.actions import action_from_proto
 from wire.signing import Keyring
 
-
-class _Limited(Protocol):
-    @property
-    def limits(self) -> Limits: ...
-
-
 DRAWN_SEED_BYTES = 32
-
-
-class Answer(NamedTuple):
-    """An encoded response with the seq of the state it carries, for the call's log line.
-
-    NewMatch and Replay answer with one: their request holds no state to read the seq from
-    (the other RPCs answer with the bytes alone, their log line reads the request).
-    """
-
-    data: bytes
-    seq: int
-
-
-def encoded(response: bytes | Answer) -> bytes:
-    """The bytes to send for a handler's response (the response serializer of NewMatch and
-    Replay; the other RPCs' serializer is the identity)."""
-    return response.data if isinstance(response, Answer) else response
-
-
-P = ParamSpec("P")
-R = TypeVar("R", bytes, Answer)
-H = TypeVar("H", bound=_Limited)
-
-
-def _refusing(
-    method: Callable[Concatenate[H, P], R],
-) -> Callable[Concatenate[H, P], R]:
-    """Turn the engine's RuleError raised by a handler into a Refusal with the same reason,
-    and refuse a response larger than the configured maximum (gRPC would end it bare)."""
-
-    @functools.wraps(method)
-    def wrapper(self: H, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            response = method(self, *args, **kwargs)
-        except RuleError as error:
-            raise errors.from_rule_error(error) from None
-        limit = self.limits.max_response_bytes
-        if limit is not None:
-            # Inline, not encoded(): this runs on every call.
-            size = len(response.data) if isinstance(response, Answer) else len(response)
-            if size > limit:
-                raise errors.refusal(
-                    ServiceReason.RESPONSE_TOO_LARGE,
-                    f"The response would have {size} bytes; this server sends at most {limit}.",
-                    size=size,
-                    max_bytes=limit,
-                )
-        return response
-
-    return wrapper
 
 
 def _no_observation(seconds: float) -> None:
@@ -133,8 +79,7 @@ class Limits:
 class Handlers:
     """The six RPCs with their limits, observers, a seed source and signing keys.
 
-    Each RPC takes its request message and returns the encoded response (with the seq it
-    carries, for NewMatch and Replay: Answer).
+    Each RPC takes its request message and the call's Facts, and returns the encoded response.
     """
 
     limits: Limits = field(default_factory=lambda: Limits.of(Config()))
@@ -155,18 +100,19 @@ class Handlers:
     """The running estimate of a search's time: SuggestMove refuses a search that the time
     its caller has left cannot cover (None: never)."""
 
-    @_refusing
-    def new_match(self, request: pb.NewMatchRequest) -> Answer:
+    def new_match(self, request: pb.NewMatchRequest, facts: Facts) -> bytes:
         """Start a match from the given seed (or a drawn one) and labels."""
         labels = _labels(request.labels)
         seed = request.seed or self.draw_seed()
         state, events = engine.new_match(seed, labels)
-        return Answer(self._result(state, events), state.seq)
+        facts.seq = state.seq
+        return self._sized(self._result(state, events))
 
-    @_refusing
-    def apply(self, request: pb.ApplyRequest) -> bytes:
+    def apply(self, request: pb.ApplyRequest, facts: Facts) -> bytes:
         """Check the state and the expected seq, then apply the action."""
-        state = self._checked_state(request)
+        if request.action.HasField("seat"):
+            facts.seat = request.action.seat
+        state = self._checked_state(request, facts)
         if not request.HasField("action"):
             raise errors.refusal(
                 engine.Reason.INVALID_ACTION, "The request carries no action.", field="action"
@@ -178,22 +124,22 @@ class Handlers:
                 seq=state.seq,
                 expected_seq=request.expected_seq,
             )
-        action = reading.action_from_proto(request.action)
+        action = action_from_proto(request.action)
         limit = self.limits.plan_work_limit
         after, events = engine.apply(state, action, work_limit=limit, check=False)
-        return self._result(after, events)
+        return self._sized(self._result(after, events))
 
-    @_refusing
-    def legal_moves(self, request: pb.LegalMovesRequest) -> bytes:
+    def legal_moves(self, request: pb.LegalMovesRequest, facts: Facts) -> bytes:
         """List the legal moves of the seat to move."""
-        state = self._checked_state(request)
+        state = self._checked_state(request, facts)
         moves = self._moves(state)
-        return writing.legal_moves_response_bytes(state.to_move, moves)
+        return self._sized(writing.legal_moves_response_bytes(state.to_move, moves))
 
-    @_refusing
-    def player_view(self, request: pb.PlayerViewRequest) -> bytes:
+    def player_view(self, request: pb.PlayerViewRequest, facts: Facts) -> bytes:
         """Return what one seat may see of the state, or (spectator) what anybody may see."""
-        state = self._checked_state(request)
+        if request.HasField("seat"):
+            facts.seat = request.seat
+        state = self._checked_state(request, facts)
         if request.spectator:
             if request.HasField("seat"):
                 raise errors.refusal(
@@ -201,7 +147,7 @@ class Handlers:
                     "A request for the public view names no seat.",
                     seat=request.seat,
                 )
-            return writing.public_view_response_bytes(engine.public_view(state))
+            return self._sized(writing.public_view_response_bytes(engine.public_view(state)))
         if not request.HasField("seat"):
             raise errors.refusal(
                 engine.Reason.INVALID_SEAT,
@@ -210,10 +156,9 @@ class Handlers:
             )
         limit = self.limits.plan_work_limit
         view = engine.seat_view(state, request.seat, limit, self._timed_plans)
-        return writing.player_view_response_bytes(view)
+        return self._sized(writing.player_view_response_bytes(view))
 
-    @_refusing
-    def replay(self, request: pb.ReplayRequest) -> Answer:
+    def replay(self, request: pb.ReplayRequest, facts: Facts) -> bytes:
         """Rebuild a match from its seed and actions; a refused action is reported, not raised."""
         count, limit = len(request.actions), self.limits.max_replay_actions
         if count > limit:
@@ -228,7 +173,7 @@ class Handlers:
         unreadable: RuleError | None = None
         for message in request.actions:
             try:
-                actions.append(reading.action_from_proto(message))
+                actions.append(action_from_proto(message))
             except RuleError as error:
                 unreadable = error
                 break
@@ -238,6 +183,7 @@ class Handlers:
         if index is None and unreadable is not None:
             index, refused = len(actions), unreadable
         final = result.state
+        facts.seq = final.seq
         state = writing.state_fields(final)
         refusal = None
         if refused is not None:
@@ -253,15 +199,16 @@ class Handlers:
             refusal=refusal,
             signed_state=self._seal(state),
         )
-        return Answer(response, final.seq)
+        return self._sized(response)
 
-    @_refusing
     def suggest_move(
-        self, request: pb.SuggestMoveRequest, seconds_left: float | None = None
+        self, request: pb.SuggestMoveRequest, facts: Facts, seconds_left: float | None = None
     ) -> bytes:
         """Suggest an action for the seat to move, from that seat's information set alone;
         refuse up front a search that `seconds_left` (the caller's time) cannot cover."""
-        state = self._checked_state(request)
+        if request.HasField("seat"):
+            facts.seat = request.seat
+        state = self._checked_state(request, facts)
         if not request.HasField("seat"):
             raise errors.refusal(
                 engine.Reason.INVALID_SEAT, "The request names no seat; seats are 0 and 1."
@@ -286,7 +233,20 @@ class Handlers:
         self.observe_suggestion(suggestion, seconds)
         if clock is not None:
             clock.observe(level, budget, seconds)
-        return writing.suggestion_bytes(suggestion)
+        return self._sized(writing.suggestion_bytes(suggestion))
+
+    def _sized(self, response: bytes) -> bytes:
+        """The response, refused if larger than the configured maximum (gRPC would end it bare)."""
+        limit = self.limits.max_response_bytes
+        size = len(response)
+        if limit is not None and size > limit:
+            raise errors.refusal(
+                ServiceReason.RESPONSE_TOO_LARGE,
+                f"The response would have {size} bytes; this server sends at most {limit}.",
+                size=size,
+                max_bytes=limit,
+            )
+        return response
 
     def _level(self, value: int) -> bot.Level:
         """The engine level of a request's BotLevel (UNSPECIFIED: the configured default)."""
@@ -327,10 +287,12 @@ class Handlers:
         | pb.LegalMovesRequest
         | pb.PlayerViewRequest
         | pb.SuggestMoveRequest,
+        facts: Facts,
     ) -> State:
         """Return the request's state once its seal (if signing) and the engine accept it."""
         message = self._state_message(request)
         state = reading.state_from_proto(message)
+        facts.seq = state.seq
         engine.check_state(state)
         return state
 

@@ -1,10 +1,14 @@
-"""The server interceptor that counts, times and logs every call.
+"""The observer of calls, the one writer of the grpc_server_* series, and the interceptor that
+feeds it the calls of other services (health, reflection).
 
-It feeds a CallObserver, which updates the standard grpc_server_* series and the
-refusal counter (through the process's metrics Tally) and writes one log line per call. Calls
-of RulesService are logged at info; health checks and reflection at debug, so probes do not
-drown the log. Each method's wrapped handler and observer are built on its first call and
-reused, so a call pays only for what it observes.
+A MethodObserver counts and times a method's calls (the standard grpc_server_* series and the
+refusal counter, through the process's metrics Tally) and writes one log line per call.
+RulesService calls reach it from the servicer (`servicer.serve`) with their outcome and facts
+as values; calls it counts without a log line (refused at admission, ended before their work
+started, batch items) from admission and the batch. Calls of RulesService are logged at info,
+a failure (INTERNAL) at error with its traceback; health checks and reflection at debug, so
+probes do not drown the log. Each method's observer (and wrapped handler) is built on its first
+call and reused, so a call pays only for what it observes.
 """
 
 from __future__ import annotations
@@ -16,19 +20,19 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from basra.v1 import rules_pb2 as pb
 
-from service import errors
-from service.batch import BatchAnswer
+from service import outcomes
+from service.errors import Failure
 from service.grace import Grace, seen_by_client
-from service.handlers import Answer
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
+from service.outcomes import Facts, Outcome
 from service.servicer import SERVICE_NAME
 
 if TYPE_CHECKING:  # imported by workers with tracing on only
     from service.tracing import Tracing
 
+_RULES_PREFIX = f"/{SERVICE_NAME}/"
 REQUEST_ID_KEY = "x-request-id"
 MAX_REQUEST_ID_CHARS = 128
 
@@ -69,37 +73,6 @@ def _request_id(metadata: Metadata) -> str | None:
     return None
 
 
-_STATE_REQUESTS = (
-    pb.ApplyRequest,
-    pb.LegalMovesRequest,
-    pb.PlayerViewRequest,
-    pb.SuggestMoveRequest,
-)
-
-
-def _facts(request: object, response: object) -> dict[str, Any]:
-    """The seq and seat a RulesService call was about; never cards or the seed.
-
-    Read from the request when it carries a state; NewMatch and Replay answer with the seq
-    of the state they return (the handler's Answer), so their answer is never decoded here.
-    """
-    facts: dict[str, int] = {}
-    if isinstance(request, _STATE_REQUESTS):
-        if request.HasField("state"):
-            facts["seq"] = request.state.seq
-        if isinstance(request, pb.ApplyRequest) and request.action.HasField("seat"):
-            facts["seat"] = request.action.seat
-        elif isinstance(request, pb.PlayerViewRequest | pb.SuggestMoveRequest) and request.HasField(
-            "seat"
-        ):
-            facts["seat"] = request.seat
-    elif isinstance(response, Answer):
-        facts["seq"] = response.seq
-    elif isinstance(response, BatchAnswer):
-        return response.facts()  # one line per batch: its item count and outcome counts
-    return facts
-
-
 @dataclass(frozen=True, slots=True)
 class CallObserver:
     """Records the start and the end of calls in metrics and logs (and spans, when tracing)."""
@@ -115,16 +88,20 @@ class CallObserver:
         tally = self.metrics.method(*astuple(kind)) if self.metrics is not None else None
         return MethodObserver(self, kind, tally)
 
+    def unary(self, grpc_service: str, grpc_method: str) -> MethodObserver:
+        """The observer of one unary method's calls."""
+        return self.method(CallKind("UNARY", grpc_service, grpc_method))
+
 
 class MethodObserver:
     """Records the calls of one method; what does not change between calls is looked up once."""
 
-    __slots__ = ("_kind", "_log", "_name", "_ours", "_tallied", "_tally")
+    __slots__ = ("_error", "_grace", "_log", "_name", "_ours", "_tallied", "_tally")
 
     def __init__(self, observer: CallObserver, kind: CallKind, tally: MethodTally | None) -> None:
-        self._kind = kind
         self._tally = observer.metrics
         self._tallied = tally
+        self._grace = observer.grace
         self._ours = kind.grpc_service == SERVICE_NAME
         # Calls of RulesService are logged at info; health checks and reflection at debug.
         level = logging.INFO if self._ours else logging.DEBUG
@@ -133,9 +110,11 @@ class MethodObserver:
         self._log = None
         if enabled is None or enabled(level):
             self._log = logger.info if self._ours else logger.debug
+        self._error = logger.error
         if observer.tracing is not None and self._ours:
             # Only traced methods pay for it: the span gets the line's facts, the line its ids.
             self._log = observer.tracing.annotating(self._log)
+            self._error = observer.tracing.annotating(self._error)
         self._name = f"{kind.grpc_service}/{kind.grpc_method}"
 
     def started(self) -> float:
@@ -144,19 +123,47 @@ class MethodObserver:
             self._tally.started(self._tallied)  # type: ignore[union-attr]
         return perf_counter()
 
-    def finished(
-        self,
-        start: float,
-        context: Context,
-        code: grpc.StatusCode,
-        exchange: tuple[object, object] = (None, None),
-    ) -> None:
-        """Count, time and log a finished call; `exchange` is its (request, response)."""
+    def finished(self, start: float, context: Context, outcome: Outcome, facts: Facts) -> None:
+        """Count, time and log a RulesService call that its handler ended with `outcome`."""
         # Observation never decides how a call ends: a failure here must not turn an answer
         # into UNKNOWN, so it is dropped (the counters and log simply miss this call). A plain
         # try costs nothing per call; contextlib.suppress builds a context manager each time.
+        try:
+            # Ended already (deadline, client gone, cut at the end of the grace): its client
+            # saw that, not what the handler made.
+            if context.is_active():
+                code = outcomes.code_name(outcome)
+            else:
+                code = seen_by_client(context, self._grace).name
+            error = outcome.error if isinstance(outcome, Failure) else None
+            self._record(start, context, code, outcomes.reason(outcome), facts=facts, error=error)
+        except Exception:
+            pass
+
+    def ended(self, start: float, context: Context, code: grpc.StatusCode) -> None:
+        """Count, time and log a call of another service (health, reflection) as it ended."""
         try:  # noqa: SIM105
-            self._record(start, context, code, exchange)
+            self._record(start, context, code.name, None, facts=None, error=None)
+        except Exception:
+            pass
+
+    def counted(self, code: str, reason: str | None, seconds: float = 0.0) -> None:
+        """Count a call that gets no log line: refused at admission, ended before its work
+        started, or a batch item (its batch's line counts it)."""
+        if self._tallied is not None:
+            self._tally.started(self._tallied)  # type: ignore[union-attr]
+            self._tally.finished(self._tallied, code, seconds, reason)  # type: ignore[union-attr]
+
+    def failed(self, context: Context, failure: Failure) -> None:
+        """Log the failure of a batch item (its batch's line counts it) with its traceback."""
+        try:  # noqa: SIM105
+            self._error(
+                "batch item failed",
+                method=self._name,
+                code=failure.code.name,
+                request_id=_request_id(context.invocation_metadata()),
+                exc_info=failure.error,
+            )
         except Exception:
             pass
 
@@ -164,25 +171,29 @@ class MethodObserver:
         self,
         start: float,
         context: Context,
-        code: grpc.StatusCode,
-        exchange: tuple[object, object],
+        code: str,
+        reason: str | None,
+        *,
+        facts: Facts | None,
+        error: BaseException | None,
     ) -> None:
         duration = perf_counter() - start
-        status = code.name
-        reason = errors.reason_in(context.trailing_metadata()) if status != "OK" else None
         if self._tallied is not None:
-            self._tally.finished(self._tallied, status, duration, reason)  # type: ignore[union-attr]
-        if self._log is None:
+            self._tally.finished(self._tallied, code, duration, reason)  # type: ignore[union-attr]
+        log = self._log if error is None else self._error
+        if log is None:
             return
-        facts = _facts(*exchange) if self._ours else {}
-        self._log(
+        fields = {} if facts is None else facts.fields()  # only for a line that is written
+        if error is not None:
+            fields["exc_info"] = error
+        log(
             "rpc",
             method=self._name,
-            code=status,
+            code=code,
             reason=reason,
             duration_ms=round(duration * 1000, 3),
             request_id=_request_id(context.invocation_metadata()),
-            **facts,
+            **fields,
         )
 
 
@@ -238,7 +249,8 @@ class _Wrapped:
 
 
 class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """The interceptor feeding a CallObserver; each method's wrapped handler is built once."""
+    """The interceptor feeding a CallObserver the calls of other services than RulesService
+    (whose servicer observes its own); each method's wrapped handler is built once."""
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
@@ -249,9 +261,9 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     ) -> Handler:
         """Wrap the method's behaviour so that its outcome is observed."""
         handler = continuation(handler_call_details)
-        if handler is None:
-            return None
         method = handler_call_details.method
+        if handler is None or method.startswith(_RULES_PREFIX):
+            return handler
         return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
 
     def _observed(self, method: str, handler: Handler) -> Handler:
@@ -262,7 +274,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
             def single(request: Any, context: Context) -> Any:
                 start = observer.started()
-                response, failed = None, True
+                failed = True
                 try:
                     response = inner(request, context)
                     failed = False
@@ -274,7 +286,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                         code = _code_of(context, failed)
                     else:
                         code = seen_by_client(context, grace)
-                    observer.finished(start, context, code, (request, response))
+                    observer.ended(start, context, code)
 
             return _rebuild(handler, single)
 
@@ -289,7 +301,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                 failed = False
             finally:
                 code = _stream_code(context, failed, not context.is_active())
-                observer.finished(start, context, code)
+                observer.ended(start, context, code)
 
         return _rebuild(handler, stream)
 
@@ -303,7 +315,7 @@ def _non_blocking(inner: Callable[..., Any], observer: MethodObserver, grace: Gr
         start = observer.started()
 
         def ended() -> None:
-            observer.finished(start, context, seen_by_client(context, grace))
+            observer.ended(start, context, seen_by_client(context, grace))
 
         if not context.add_callback(ended):  # ended already
             ended()

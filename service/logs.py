@@ -76,7 +76,13 @@ def make_logger(level: str = "info", fmt: str = "json", stream: TextIO | None = 
     processors: list[structlog.typing.Processor]
     if fmt == "json":
         logger: Any = _json_output(out)
-        processors = [structlog.processors.add_log_level, _utc_now, _render_json]
+        # format_exc_info: a line given exc_info (a failed call) carries its traceback.
+        processors = [
+            structlog.processors.add_log_level,
+            _utc_now,
+            structlog.processors.format_exc_info,
+            _render_json,
+        ]
     else:
         logger = structlog.WriteLogger(out)
         processors = [

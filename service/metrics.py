@@ -9,8 +9,12 @@ serves /metrics by aggregating them with MultiProcessCollector.
 In that mode every update of a value takes a lock and writes a memory-mapped file, several
 microseconds each, and a call makes several (one per card for the plan timing). So calls
 update a Tally instead: plain counts added up under one lock, which a worker writes to the
-families every FLUSH_SECONDS and once more when it stops. The totals in /metrics are exact;
-they only trail the calls by up to FLUSH_SECONDS.
+families every FLUSH_SECONDS and once more when it stops, off the calls' path, through
+prometheus-client's public calls only. Its public API adds a count to a counter in one call
+but observes one value at a time into a Histogram, so each histogram is written as two
+counters (`Tallied`: per bucket, and the sum) and shown as the histogram it is by a collector
+(`HistogramView`) in the registry /metrics serves. The totals in /metrics are exact; they
+only trail the calls by up to FLUSH_SECONDS.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ import os
 import tempfile
 import threading
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client import CollectorRegistry, Counter, Gauge, Metric, start_http_server
+from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from engine.bot import Suggestion
 
@@ -59,35 +65,192 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 10_000)
 
 
 @dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """A histogram family: name, help, labels and bucket bounds."""
+
+    name: str
+    documentation: str
+    labelnames: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+    def family(self, counts: Metric | None, sums: Metric | None) -> HistogramMetricFamily:
+        """The histogram that the two counters of a Tallied hold (cumulative buckets)."""
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        by_series: dict[tuple[str, ...], dict[str, float]] = {}
+        totals: dict[tuple[str, ...], float] = {}
+        for sample in counts.samples if counts is not None else ():
+            if sample.name.endswith("_total"):
+                series = tuple(sample.labels[name] for name in self.labelnames)
+                by_series.setdefault(series, {})[sample.labels["le"]] = sample.value
+        for sample in sums.samples if sums is not None else ():
+            if sample.name.endswith("_total"):
+                totals[tuple(sample.labels[name] for name in self.labelnames)] = sample.value
+        if not self.labelnames:
+            by_series.setdefault((), {})  # an unlabelled histogram shows from the start
+        for series, counted in by_series.items():
+            running, buckets = 0.0, []
+            for le in bucket_labels(self.buckets):
+                running += counted.get(le, 0.0)
+                buckets.append((le, running))
+            family.add_metric(list(series), buckets, totals.get(series, 0.0))
+        return family
+
+
+def bucket_labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The `le` labels of a histogram's buckets, as prometheus-client writes them."""
+    return (*(floatToGoString(bound) for bound in bounds), "+Inf")  # type: ignore[no-untyped-call]
+
+
+PLAN_SECONDS = HistogramSpec(
+    "basra_plan_generation_seconds",
+    "Time to generate the capture plans of one card.",
+    buckets=PLAN_BUCKETS,
+)
+
+HANDLING_SECONDS = HistogramSpec(
+    "grpc_server_handling_seconds",
+    "Histogram of response latency (seconds) of gRPC that had been application-level "
+    "handled by the server.",
+    _CALL_LABELS,
+    buckets=HANDLING_BUCKETS,
+)
+
+SUGGEST_SECONDS = HistogramSpec(
+    "basra_suggest_seconds",
+    "Time the bot took to choose one SuggestMove action, by level.",
+    ("level",),
+    buckets=SUGGEST_BUCKETS,
+)
+
+SUGGEST_DEALS = HistogramSpec(
+    "basra_suggest_deals",
+    "Deals the bot sampled and searched for one SuggestMove, by level.",
+    ("level",),
+    buckets=DEALS_BUCKETS,
+)
+
+SUGGEST_NODES = HistogramSpec(
+    "basra_suggest_nodes",
+    "Search nodes the bot visited for one SuggestMove, by level.",
+    ("level",),
+    buckets=NODES_BUCKETS,
+)
+
+QUEUE_WAIT_SECONDS = HistogramSpec(
+    "basra_queue_wait_seconds",
+    "Time an admitted RulesService call waited in its worker before work started.",
+    buckets=WAIT_BUCKETS,
+)
+
+BATCH_ITEMS = HistogramSpec(
+    "basra_batch_items",
+    "Requests per BatchApply call the service read, refused whole or not (each item "
+    "is also counted as an Apply call).",
+    buckets=BATCH_BUCKETS,
+)
+
+HISTOGRAMS = (
+    PLAN_SECONDS,
+    HANDLING_SECONDS,
+    SUGGEST_SECONDS,
+    SUGGEST_DEALS,
+    SUGGEST_NODES,
+    QUEUE_WAIT_SECONDS,
+    BATCH_ITEMS,
+)
+# The names of the two counters of a Tallied histogram, after the histogram's own.
+COUNTS_SUFFIX = "_tallied_bucket"
+SUMS_SUFFIX = "_tallied_sum"
+_PARTS = {spec.name + suffix for spec in HISTOGRAMS for suffix in (COUNTS_SUFFIX, SUMS_SUFFIX)}
+
+
+@dataclass(frozen=True, slots=True)
+class Tallied:
+    """A histogram written as two counters, observations per bucket (label `le`, not
+    cumulative) and their sum: prometheus-client's public API adds any count to a counter in
+    one call, but only one observation at a time to a Histogram. HistogramView shows the
+    two as the histogram."""
+
+    spec: HistogramSpec
+    counts: Counter
+    sums: Counter
+
+    @classmethod
+    def of(cls, spec: HistogramSpec, registry: CollectorRegistry | None) -> Tallied:
+        """The two counters of a histogram, in `registry` (None: unregistered)."""
+        labels = spec.labelnames
+        counts = Counter(
+            spec.name + COUNTS_SUFFIX, spec.documentation, (*labels, "le"), registry=registry
+        )
+        return cls(spec, counts, Counter(spec.name + SUMS_SUFFIX, "", labels, registry=registry))
+
+    def add(self, labelvalues: tuple[str, ...], taken: Taken) -> None:
+        """Add the observations taken from a tally to the series of `labelvalues`."""
+        for le, count in taken.counts:
+            self.counts.labels(*labelvalues, le).inc(count)
+        sums = self.sums.labels(*labelvalues) if labelvalues else self.sums
+        sums.inc(taken.total)
+
+
+class HistogramView(Collector):
+    """A registry's families as /metrics shows them: each Tallied pair of counters as its
+    histogram, every other family as it is."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def describe(self) -> list[Metric]:
+        """Nothing to check ahead: the names are the source's."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """The source's families, the Tallied ones as histograms."""
+        parts: dict[str, Metric] = {}
+        for family in self._source.collect():
+            if family.name in _PARTS:
+                parts[family.name] = family
+            else:
+                yield family
+        for spec in HISTOGRAMS:
+            counts, sums = parts.get(spec.name + COUNTS_SUFFIX), parts.get(spec.name + SUMS_SUFFIX)
+            if counts is not None or sums is not None:
+                yield spec.family(counts, sums)
+
+
+@dataclass(frozen=True, slots=True)
 class Metrics:
     """The service's metric families; create one set per process."""
 
-    plan_seconds: Histogram
+    plan_seconds: Tallied
     started: Counter
     handled: Counter
-    handling_seconds: Histogram
+    handling_seconds: Tallied
     refusals: Counter
     seals: Counter
-    suggest_seconds: Histogram
-    suggest_deals: Histogram
-    suggest_nodes: Histogram
-    queue_wait_seconds: Histogram
+    suggest_seconds: Tallied
+    suggest_deals: Tallied
+    suggest_nodes: Tallied
+    queue_wait_seconds: Tallied
     calls_held: Gauge
     calls_held_limit: Gauge
     calls_arrived: Counter
     calls_taken_in: Counter
-    batch_items: Histogram
+    batch_items: Tallied
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None) -> Metrics:
-        """Create the families in `registry` (None: unregistered, as multiprocess workers do)."""
+        """Create the families in `registry` (None: unregistered, as multiprocess workers do;
+        their parent shows them through multiprocess_registry)."""
+        if registry is None:
+            return cls._in(None)
+        families = CollectorRegistry()
+        registry.register(HistogramView(families))
+        return cls._in(families)
+
+    @classmethod
+    def _in(cls, registry: CollectorRegistry | None) -> Metrics:
         return cls(
-            plan_seconds=Histogram(
-                "basra_plan_generation_seconds",
-                "Time to generate the capture plans of one card.",
-                buckets=PLAN_BUCKETS,
-                registry=registry,
-            ),
+            plan_seconds=Tallied.of(PLAN_SECONDS, registry),
             started=Counter(
                 "grpc_server_started_total",
                 "Total number of RPCs started on the server.",
@@ -100,14 +263,7 @@ class Metrics:
                 (*_CALL_LABELS, "grpc_code"),
                 registry=registry,
             ),
-            handling_seconds=Histogram(
-                "grpc_server_handling_seconds",
-                "Histogram of response latency (seconds) of gRPC that had been application-level "
-                "handled by the server.",
-                _CALL_LABELS,
-                buckets=HANDLING_BUCKETS,
-                registry=registry,
-            ),
+            handling_seconds=Tallied.of(HANDLING_SECONDS, registry),
             refusals=Counter(
                 "basra_refusals_total",
                 "Refused calls by the reason given in their ErrorInfo.",
@@ -121,33 +277,10 @@ class Metrics:
                 ("key_id",),
                 registry=registry,
             ),
-            suggest_seconds=Histogram(
-                "basra_suggest_seconds",
-                "Time the bot took to choose one SuggestMove action, by level.",
-                ("level",),
-                buckets=SUGGEST_BUCKETS,
-                registry=registry,
-            ),
-            suggest_deals=Histogram(
-                "basra_suggest_deals",
-                "Deals the bot sampled and searched for one SuggestMove, by level.",
-                ("level",),
-                buckets=DEALS_BUCKETS,
-                registry=registry,
-            ),
-            suggest_nodes=Histogram(
-                "basra_suggest_nodes",
-                "Search nodes the bot visited for one SuggestMove, by level.",
-                ("level",),
-                buckets=NODES_BUCKETS,
-                registry=registry,
-            ),
-            queue_wait_seconds=Histogram(
-                "basra_queue_wait_seconds",
-                "Time an admitted RulesService call waited in its worker before work started.",
-                buckets=WAIT_BUCKETS,
-                registry=registry,
-            ),
+            suggest_seconds=Tallied.of(SUGGEST_SECONDS, registry),
+            suggest_deals=Tallied.of(SUGGEST_DEALS, registry),
+            suggest_nodes=Tallied.of(SUGGEST_NODES, registry),
+            queue_wait_seconds=Tallied.of(QUEUE_WAIT_SECONDS, registry),
             # One series per live worker (label pid in multiprocess mode), sampled every flush.
             calls_held=Gauge(
                 "basra_calls_held",
@@ -173,34 +306,64 @@ class Metrics:
                 "Calls a worker's server took in from gRPC core (its first interceptor saw them).",
                 registry=registry,
             ),
-            batch_items=Histogram(
-                "basra_batch_items",
-                "Requests per BatchApply call the service read, refused whole or not (each item "
-                "is also counted as an Apply call).",
-                buckets=BATCH_BUCKETS,
-                registry=registry,
-            ),
+            batch_items=Tallied.of(BATCH_ITEMS, registry),
         )
 
 
-class MethodTally:
-    """The counts of one RPC method since the last flush, and its metric children."""
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """Observations taken from a tally: per non-empty bucket (its `le`), how many; their sum."""
 
-    __slots__ = ("buckets", "handled", "labels", "seconds", "started")
+    counts: list[tuple[str, int]]
+    total: float
+
+
+class Observations:
+    """The observations of one histogram series since the last flush: how many per bucket
+    (the last one is +Inf) and their sum. Its Tally's lock guards it."""
+
+    __slots__ = ("bounds", "counts", "les", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.les = bucket_labels(bounds)
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def add(self, value: float) -> None:
+        """Count one observation."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def take(self) -> Taken | None:
+        """The observations since the last take (None: none); start again from none."""
+        if not any(self.counts):
+            return None
+        counted = [(le, n) for le, n in zip(self.les, self.counts, strict=True) if n]
+        taken = Taken(counted, self.total)
+        self.counts = [0] * len(self.counts)
+        self.total = 0.0
+        return taken
+
+
+class MethodTally:
+    """The counts of one RPC method since the last flush, and its labels."""
+
+    __slots__ = ("handled", "labels", "seconds", "started")
 
     def __init__(self, labels: tuple[str, str, str]) -> None:
         self.labels = labels
         self.started = 0
         self.handled: dict[str, int] = {}
-        self.buckets = [0] * (len(HANDLING_BUCKETS) + 1)  # the last one is +Inf
-        self.seconds = 0.0
+        self.seconds = Observations(HANDLING_BUCKETS)
 
 
 class Tally:
     """The per-call metric updates of one process, added up and written to `metrics` by flush.
 
     Every method is safe to call from any thread. Counting costs a lock and a few additions;
-    flush writes the counts gathered since the previous flush to the metric families.
+    flush writes the counts gathered since the previous flush to the metric families, through
+    prometheus-client's public calls (inc, set, observe), so it is their one writer.
     """
 
     def __init__(self, metrics: Metrics) -> None:
@@ -209,17 +372,25 @@ class Tally:
         self._methods: dict[tuple[str, str, str], MethodTally] = {}
         self._refusals: dict[tuple[str, str], int] = {}
         self._seals: dict[str, int] = {}
-        self._plan_buckets = [0] * (len(PLAN_BUCKETS) + 1)
-        self._plan_seconds = 0.0
-        # Per level: for the seconds, the deals and the nodes, bucket counts and a sum.
-        self._suggestions: dict[str, list[tuple[list[int], float]]] = {}
-        self._wait_buckets = [0] * (len(WAIT_BUCKETS) + 1)
-        self._wait_seconds = 0.0
-        self._batch_buckets = [0] * (len(BATCH_BUCKETS) + 1)
-        self._batch_items = 0
+        self._plans = Observations(PLAN_BUCKETS)
+        # Per level: the seconds, the deals and the nodes of its suggestions.
+        self._suggestions: dict[str, tuple[Observations, ...]] = {}
+        self._waits = Observations(WAIT_BUCKETS)
+        self._batches = Observations(BATCH_BUCKETS)
         self._held: Callable[[], int] | None = None
         self._intake: tuple[Callable[[], int], Callable[[], int], list[int]] | None = None
         self._flush_lock = threading.Lock()
+
+    def declare(self, grpc_service: str, methods: Iterable[str], reasons: Iterable[str]) -> None:
+        """Make the series that alerts read exist at 0 before anything happens: each unary
+        method's started calls and INTERNAL ends, and its refusals for each of `reasons` (a
+        series that first appears at 1 shows no increase, and a sum over none is no data)."""
+        family = self.metrics
+        for method in methods:
+            family.started.labels("UNARY", grpc_service, method)
+            family.handled.labels("UNARY", grpc_service, method, "INTERNAL")
+            for reason in reasons:
+                family.refusals.labels(method, reason)
 
     def watch_intake(self, arrived: Callable[[], int], taken_in: Callable[[], int]) -> None:
         """Add the growth of `arrived()` and `taken_in()` (running totals) to their counters
@@ -255,11 +426,9 @@ class Tally:
 
     def finished(self, method: MethodTally, code: str, seconds: float, reason: str | None) -> None:
         """Count a finished call with its status code, duration and refusal reason (if any)."""
-        index = bisect_left(HANDLING_BUCKETS, seconds)
         with self._lock:
             method.handled[code] = method.handled.get(code, 0) + 1
-            method.buckets[index] += 1
-            method.seconds += seconds
+            method.seconds.add(seconds)
             if reason is not None:
                 key = (method.labels[2], reason)
                 self._refusals[key] = self._refusals.get(key, 0) + 1
@@ -271,86 +440,75 @@ class Tally:
 
     def observe_plan(self, seconds: float) -> None:
         """Count one plan generation that took `seconds`."""
-        index = bisect_left(PLAN_BUCKETS, seconds)
         with self._lock:
-            self._plan_buckets[index] += 1
-            self._plan_seconds += seconds
+            self._plans.add(seconds)
 
     def observe_wait(self, seconds: float) -> None:
         """Count one admitted call that waited `seconds` before its work started."""
-        index = bisect_left(WAIT_BUCKETS, seconds)
         with self._lock:
-            self._wait_buckets[index] += 1
-            self._wait_seconds += seconds
+            self._waits.add(seconds)
 
     def observe_batch(self, items: int) -> None:
         """Count one BatchApply call of `items` requests."""
-        index = bisect_left(BATCH_BUCKETS, items)
         with self._lock:
-            self._batch_buckets[index] += 1
-            self._batch_items += items
+            self._batches.add(items)
 
     def observe_suggestion(self, suggestion: Suggestion, seconds: float) -> None:
         """Count one suggestion: its time and its work (deals, nodes), by level."""
         values = (seconds, suggestion.deals, suggestion.nodes)
         with self._lock:
-            tallies = self._suggestions.setdefault(
-                suggestion.level.value,
-                [([0] * (len(bounds) + 1), 0.0) for bounds in _SUGGEST_FAMILIES],
-            )
-            for which, (bounds, value) in enumerate(zip(_SUGGEST_FAMILIES, values, strict=True)):
-                buckets, total = tallies[which]
-                buckets[bisect_left(bounds, value)] += 1
-                tallies[which] = (buckets, total + value)
+            tallies = self._suggestions.get(suggestion.level.value)
+            if tallies is None:
+                tallies = tuple(Observations(bounds) for bounds in _SUGGEST_FAMILIES)
+                self._suggestions[suggestion.level.value] = tallies
+            for observations, value in zip(tallies, values, strict=True):
+                observations.add(value)
 
     def flush(self) -> None:
         """Write the counts gathered since the last flush to the metric families."""
         with self._flush_lock:  # two flushes at once would still add up, but in any order
             with self._lock:
                 methods = [
-                    (m.labels, m.started, m.handled, m.buckets, m.seconds)
+                    (m.labels, m.started, m.handled, m.seconds.take())
                     for m in self._methods.values()
                 ]
                 for m in self._methods.values():
-                    m.started, m.handled, m.seconds = 0, {}, 0.0
-                    m.buckets = [0] * len(m.buckets)
+                    m.started, m.handled = 0, {}
                 refusals, self._refusals = self._refusals, {}
                 seals, self._seals = self._seals, {}
-                plans = (self._plan_buckets, self._plan_seconds)
-                self._plan_buckets = [0] * len(self._plan_buckets)
-                self._plan_seconds = 0.0
-                suggestions, self._suggestions = self._suggestions, {}
-                waits = (self._wait_buckets, self._wait_seconds)
-                self._wait_buckets = [0] * len(self._wait_buckets)
-                self._wait_seconds = 0.0
-                batches = (self._batch_buckets, self._batch_items)
-                self._batch_buckets = [0] * len(self._batch_buckets)
-                self._batch_items = 0
+                plans, waits, batches = self._plans.take(), self._waits.take(), self._batches.take()
+                suggestions = {
+                    level: [observations.take() for observations in tallies]
+                    for level, tallies in self._suggestions.items()
+                }
             family = self.metrics
             if self._held is not None:
                 family.calls_held.set(self._held())
             self._flush_intake()
-            if any(waits[0]):
-                _add_to_histogram(family.queue_wait_seconds, *waits)
-            if any(batches[0]):
-                _add_to_histogram(family.batch_items, *batches)
-            for labels, started, handled, buckets, seconds in methods:
+            for histogram, taken in (
+                (family.queue_wait_seconds, waits),
+                (family.batch_items, batches),
+            ):
+                if taken is not None:
+                    histogram.add((), taken)
+            for labels, started, handled, seconds in methods:
                 if started:
                     family.started.labels(*labels).inc(started)
                 for code, count in handled.items():
                     family.handled.labels(*labels, code).inc(count)
-                if any(buckets):
-                    _add_to_histogram(family.handling_seconds.labels(*labels), buckets, seconds)
+                if seconds is not None:
+                    family.handling_seconds.add(labels, seconds)
             for (method, reason), count in refusals.items():
                 family.refusals.labels(method, reason).inc(count)
             for key_id, count in seals.items():
                 family.seals.labels(key_id).inc(count)
-            if any(plans[0]):
-                _add_to_histogram(family.plan_seconds, *plans)
-            for level, tallies in suggestions.items():
+            if plans is not None:
+                family.plan_seconds.add((), plans)
+            for level, by_family in suggestions.items():
                 histograms = (family.suggest_seconds, family.suggest_deals, family.suggest_nodes)
-                for histogram, (buckets, total) in zip(histograms, tallies, strict=True):
-                    _add_to_histogram(histogram.labels(level), buckets, total)
+                for histogram, observed in zip(histograms, by_family, strict=True):
+                    if observed is not None:
+                        histogram.add((level,), observed)
 
     def flush_every(self, seconds: float) -> Callable[[], None]:
         """Flush on a daemon thread every `seconds`; return a function that stops it and
@@ -372,22 +530,12 @@ class Tally:
         return stop_and_flush
 
 
-def _add_to_histogram(histogram: MetricWrapperBase, buckets: list[int], seconds: float) -> None:
-    """Add bucket counts and a sum (seconds, or items) to a histogram, as that many observe()
-    calls would."""
-    # prometheus-client has no public call for this; its Histogram keeps one value per bucket
-    # (not cumulative, +Inf last) and one for the sum, which is what observe() increments.
-    values = histogram._buckets  # type: ignore[attr-defined]
-    for index, count in enumerate(buckets):
-        if count:
-            values[index].inc(count)
-    histogram._sum.inc(seconds)  # type: ignore[attr-defined]
-
-
 def multiprocess_registry(directory: str) -> CollectorRegistry:
     """Return a registry that aggregates the values every worker wrote to `directory`."""
+    families = CollectorRegistry()
+    MultiProcessCollector(families, path=directory)  # type: ignore[no-untyped-call]
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    registry.register(HistogramView(families))
     return registry
 
 

@@ -17,9 +17,8 @@ from engine import Reason, RuleError, State, code, parse_card
 from engine.cards import Card
 from engine.facts import DECK_SIZE
 from service.enums import ENGINE_STATUS
-from wire.actions import action_from_proto
 
-__all__ = ["action_from_proto", "labels_from_proto", "state_from_proto"]
+__all__ = ["labels_from_proto", "state_from_proto"]
 
 _CARD_BY_CODE: dict[str, Card] = {code(card): card for card in range(DECK_SIZE)}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -19,20 +19,20 @@ from service import batch, reflection
 from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
 from service.deadlines import SearchClock
+from service.errors import LOAD_REASONS
 from service.grace import Grace
 from service.handlers import Handlers, Limits
 from service.health_status import HEALTH_NAMES, HealthStatuses
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.metrics import Tally
-from service.servicer import SERVICE_NAME, RulesServicer, add_to_server
+from service.servicer import METHODS, SERVICE_NAME, RulesServicer, add_to_server
 from service.tls import server_credentials, tls_files
 from wire.signing import load_keys
 
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
-# Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing. Fewer
-# threads refuse more calls OVERLOADED themselves, but that refusing in Python costs the
-# goodput an overloaded worker has (BENCHMARKS.md, "Overload with ghz"), so eight, and
-# Python's default switch interval.
+# Calls are short and CPU-bound, so a few threads keep the GIL busy without thrashing; fewer
+# threads would refuse more calls in Python, which costs an overloaded worker its goodput
+# (docs/capacity.md, "The admission bound").
 SYNC_THREADS = 8
 # Keepalive: ping idle clients every minute to find dead peers; let clients ping every 10 s.
 KEEPALIVE_MS = 60_000
@@ -74,23 +74,15 @@ def grpc_options(config: Config) -> list[tuple[str, int]]:
     return options
 
 
-# The longest a call may wait in gRPC core before the server takes it in (whole seconds).
+# gRPC core's limits on the calls a worker has not taken in yet (docs/service.md, "Overload"):
+# the longest such a call waits (whole seconds), and how many are held whatever the bound.
 MAX_UNTAKEN_SECONDS = 1
-# Calls gRPC core holds for a worker that has not taken them in yet, whatever the bound (a
-# small bound must not cancel a small burst); more held there wait longer under a flood, and
-# goodput falls (docs/capacity.md, "The admission bound").
 PENDING_CALLS = 64
 
 
 def _intake_limits() -> list[tuple[str, int]]:
-    """gRPC core's own limits on the calls waiting for the server to take them in.
-
-    The admission bound (service/admission.py) is decided as the server takes a call in; when
-    calls come faster than the server can even take them in (and refuse them), they wait in
-    gRPC core, unseen. Core refuses what waits beyond PENDING_CALLS (at random up to twice it,
-    all beyond: CANCELLED, in C, no Python work) and drops what has waited a second, so the
-    server takes in calls that can still be answered.
-    """
+    """gRPC core's own limits on the calls waiting for the server to take them in (refused
+    CANCELLED past them: docs/service.md, "Overload")."""
     return [
         ("grpc.server.max_pending_requests", PENDING_CALLS),
         ("grpc.server.max_pending_requests_hard_limit", 2 * PENDING_CALLS),
@@ -105,20 +97,19 @@ def receive_limit(config: Config) -> int:
 
 def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
     """Return the RPC handlers with the configured limits and keys, timing plans into `metrics`."""
-    limits = Limits.of(config)
-    keyring = load_keys(config.signing_keys, config.signing_keys_file)
-    clock = SearchClock()
-    window = config.signing_accept_unsigned
+    handlers = Handlers(
+        Limits.of(config),
+        keyring=load_keys(config.signing_keys, config.signing_keys_file),
+        accept_unsigned=config.signing_accept_unsigned,
+        search_clock=SearchClock(),
+    )
     if metrics is None:
-        return Handlers(limits, keyring=keyring, accept_unsigned=window, search_clock=clock)
-    return Handlers(
-        limits,
+        return handlers
+    return replace(
+        handlers,
         observe_plan_seconds=metrics.observe_plan,
         observe_suggestion=metrics.observe_suggestion,
-        keyring=keyring,
-        accept_unsigned=window,
         observe_seal=metrics.observe_seal,
-        search_clock=clock,
     )
 
 
@@ -217,12 +208,11 @@ def build_server(
     # Outermost: a call refused past the bound meets no other interceptor (service/admission.py).
     admission = admission_of(config, observer.metrics)
     observe_wait = observer.metrics.observe_wait if observer.metrics else _no_wait_observation
-    admitting = AdmissionInterceptor(
-        admission, observer.metrics, observer.logger, SYNC_THREADS, observe_wait
-    )
+    admitting = AdmissionInterceptor(admission, observer, SYNC_THREADS, observe_wait)
     interceptors.insert(0, admitting)
     if observer.metrics is not None:
         observer.metrics.watch_intake(channelz_calls_started, lambda: admitting.taken_in)
+        observer.metrics.declare(SERVICE_NAME, (*METHODS, batch.METHOD), LOAD_REASONS)
     executor = admitting.pool
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)
@@ -230,11 +220,11 @@ def build_server(
         config,
         handlers,
         admission,
-        observer.metrics,
+        observer,
         RECEIVE_FACTOR * config.max_message_bytes,
         shed=admitting.shed,
     )
-    add_to_server(RulesServicer(handlers), server, config.max_message_bytes, batched)
+    add_to_server(RulesServicer(handlers, observer), server, config.max_message_bytes, batched)
     health_servicer = HealthStatuses()
     for name in HEALTH_NAMES:
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

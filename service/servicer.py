@@ -1,11 +1,15 @@
 # ruff: noqa: N802 (method names are the RPC names that grpc looks up)
-"""The RulesService servicer and its registration on a server.
+"""The RulesService servicer, its registration on a server, and `respond`, the one way through
+a call.
 
-The servicer calls the handlers (which know no gRPC) and ends a refused call with its status.
+`respond` runs a handler (which knows no gRPC) and returns what the call came to, as a value:
+the encoded response, a Refusal, or a Failure (an exception nobody anticipated). The servicer
+gives that value as it is to the call's observer (metrics, log line, span) and ends the call
+with it; BatchApply runs each of its items through the same `respond`.
+
 Registration reads request bodies with a reader that never raises, because grpc would answer
-an unreadable body with INTERNAL; the servicer refuses it with INVALID_ARGUMENT instead. The
-handlers answer with the encoded response, so the response serializer is the identity, or
-takes the bytes out of the Answer of NewMatch and Replay (whose seq the call's log line names).
+an unreadable body with INTERNAL; `respond` refuses it with INVALID_ARGUMENT instead. The
+handlers answer with the encoded response, so the response serializer is the identity.
 """
 
 from __future__ import annotations
@@ -13,16 +17,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
+from engine import RuleError
 from service import deadlines, errors
-from service.errors import Refusal, ServiceReason
-from service.handlers import Answer, Handlers, encoded
+from service.errors import Failure, Refusal, ServiceReason
+from service.handlers import Handlers
+from service.outcomes import Facts, Outcome
+
+if TYPE_CHECKING:  # the observer's module imports this one for SERVICE_NAME
+    from service.interceptors import CallObserver, MethodObserver
 
 SERVICE_NAME = "basra.v1.RulesService"
 
@@ -37,14 +46,7 @@ METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "SuggestMove": (pb.SuggestMoveRequest, pb.SuggestMoveResponse),
 }
 
-# The response serializer of each RPC whose handler answers with an Answer (others: identity).
-RESPONSE_SERIALIZERS: dict[str, Callable[[bytes | Answer], bytes]] = {
-    "NewMatch": encoded,
-    "Replay": encoded,
-}
-
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
+Handler = Callable[[Any, Facts], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,7 @@ class Unreadable:
     """The configured maximum when the body was refused for its size, else None."""
 
 
-def _reader(
+def reader(
     message_type: type[Message], limit: int | None = None
 ) -> Callable[[bytes], Message | Unreadable]:
     """Return a request deserializer that yields Unreadable instead of raising."""
@@ -75,84 +77,100 @@ def _reader(
 
 
 def respond(
-    handler: Callable[[Req], Resp], request: Req | Unreadable, seconds_left: float | None = None
-) -> Resp:
-    """Run a handler; every failure leaves as a Refusal, whatever raised it. A call with no
-    time left (`seconds_left`: its caller's, None for no deadline) is refused, not run."""
+    handler: Handler, request: Any, facts: Facts, seconds_left: float | None = None
+) -> Outcome:
+    """Run a handler; return its answer, its refusal, or the Failure of an exception nobody
+    anticipated. A call with no time left (`seconds_left`: its caller's, None for no deadline)
+    is refused, not run."""
     late = deadlines.expired(seconds_left)
     if late is not None:
-        raise late
+        return late
     if isinstance(request, Unreadable) and request.limit is not None:
-        raise errors.refusal(
+        return errors.refusal(
             ServiceReason.REQUEST_TOO_LARGE,
             f"The request has {request.size} bytes; this server takes at most {request.limit}.",
             size=request.size,
             max_bytes=request.limit,
         )
     if isinstance(request, Unreadable):
-        raise errors.refusal(
+        return errors.refusal(
             ServiceReason.MALFORMED_REQUEST,
             f"The request body is not a valid {request.message_type} message.",
             message_type=request.message_type,
             size=request.size,
         )
     try:
-        return handler(request)
-    except Refusal:
-        raise
-    except Exception as error:  # the promise: no input ends a call with UNKNOWN/INTERNAL
-        raise errors.unexpected(error) from error
+        return handler(request, facts)
+    except Refusal as refusal:
+        return refusal
+    except RuleError as error:
+        return errors.from_rule_error(error)
+    except Exception as error:  # a bug of ours: INTERNAL, logged with its traceback
+        return Failure(error)
 
 
 class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
-    """Servicer for grpc's thread-pool server."""
+    """Servicer for grpc's thread-pool server; with an observer, it records every call."""
 
-    def __init__(self, handlers: Handlers) -> None:
+    def __init__(self, handlers: Handlers, observer: CallObserver | None = None) -> None:
         self._handlers = handlers
+        self._observer = observer
+        self._observed = {name: self.observed(name) for name in METHODS}
 
-    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> Answer:
+    def observed(self, method: str) -> MethodObserver | None:
+        """The observer of one method's calls (None without an observer)."""
+        if self._observer is None:
+            return None
+        return self._observer.unary(SERVICE_NAME, method)
+
+    def NewMatch(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Start a match."""
-        return _answer(self._handlers.new_match, request, context)
+        return serve(self._observed["NewMatch"], self._handlers.new_match, request, context)
 
     def Apply(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Apply one action."""
-        return _answer(self._handlers.apply, request, context)
+        return serve(self._observed["Apply"], self._handlers.apply, request, context)
 
     def LegalMoves(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """List the legal moves."""
-        return _answer(self._handlers.legal_moves, request, context)
+        return serve(self._observed["LegalMoves"], self._handlers.legal_moves, request, context)
 
     def PlayerView(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Return one seat's view."""
-        return _answer(self._handlers.player_view, request, context)
+        return serve(self._observed["PlayerView"], self._handlers.player_view, request, context)
 
-    def Replay(self, request: Any, context: grpc.ServicerContext) -> Answer:
+    def Replay(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Replay a match."""
-        return _answer(self._handlers.replay, request, context)
+        return serve(self._observed["Replay"], self._handlers.replay, request, context)
 
     def SuggestMove(self, request: Any, context: grpc.ServicerContext) -> bytes:
         """Suggest a move for the seat to move."""
-        left = context.time_remaining()
-        return _answer(partial(self._handlers.suggest_move, seconds_left=left), request, context)
+        suggest = partial(self._handlers.suggest_move, seconds_left=context.time_remaining())
+        return serve(self._observed["SuggestMove"], suggest, request, context)
 
 
-def _answer(
-    handler: Callable[[Req], Resp], request: Req | Unreadable, context: grpc.ServicerContext
-) -> Resp:
+def serve(
+    observed: MethodObserver | None, handler: Handler, request: Any, context: grpc.ServicerContext
+) -> bytes:
+    """Run one call: respond, record the outcome (with `observed`), end the call with it."""
+    start = 0.0 if observed is None else observed.started()
+    facts = Facts()
+    outcome = respond(handler, request, facts, context.time_remaining())
+    if observed is not None:
+        observed.finished(start, context, outcome, facts)
+    if isinstance(outcome, bytes):
+        return outcome
+    status = outcome.status()
     try:
-        return respond(handler, request, context.time_remaining())
-    except Refusal as refusal:
-        status = refusal.status()
-        try:
-            context.abort_with_status(status)
-        except NotImplementedError:
-            # grpc_testing lacks abort_with_status and its abort drops trailing metadata, so
-            # there the status (with its ErrorInfo) is set and the call ends normally.
-            context.set_code(status.code)
-            context.set_details(status.details)
-            context.set_trailing_metadata(status.trailing_metadata)
-            return None  # type: ignore[return-value]
-        raise  # abort_with_status always raises; this line only tells type checkers so
+        context.abort_with_status(status)
+    except NotImplementedError:
+        # grpc_testing lacks abort_with_status and its abort drops trailing metadata, so
+        # there the status (with its ErrorInfo) is set and the call ends normally.
+        context.set_code(status.code)
+        context.set_details(status.details)
+        context.set_trailing_metadata(status.trailing_metadata)
+        return None  # type: ignore[return-value]
+    raise AssertionError("abort_with_status always raises")  # pragma: no cover
 
 
 def add_to_server(
@@ -168,9 +186,7 @@ def add_to_server(
     """
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(
-            getattr(servicer, name),
-            request_deserializer=_reader(request_type, max_request_bytes),
-            response_serializer=RESPONSE_SERIALIZERS.get(name),
+            getattr(servicer, name), request_deserializer=reader(request_type, max_request_bytes)
         )
         for name, (request_type, _) in METHODS.items()
     }

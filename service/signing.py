@@ -7,10 +7,9 @@ that come unsigned; without keys there is nothing to sign with, so that setting 
 
 from __future__ import annotations
 
-from wire.signing import Keyring, SigningConfigError, load_keys
+from wire.signing import Keyring, SigningConfigError
 
-# load_keys too: the chart's tests (tests/deploy) read the mounted keys by the server's name.
-__all__ = ["check_window", "load_keys"]
+__all__ = ["check_window"]
 
 
 def check_window(keyring: Keyring | None, accept_unsigned: bool) -> None:

@@ -13,13 +13,12 @@ a slow or absent collector never holds a call; on a graceful stop the worker sen
 left within FLUSH_SECONDS.
 
 The server spans come from opentelemetry-instrumentation-grpc's interceptor, placed outside
-the service's own (server.py), so the service's interceptor runs inside the span and keeps
-its per-method cache: the instrumentation rebuilds its handler around the cached one on every
-call, the cached one is never rebuilt. The service's interceptor then gives the span the
-facts of the call's log line (`annotating`): the status code (the instrumentation records
-none for a refusal sent with abort_with_status, which the server uses), the refusal's
-reason, seq and seat; never a card, the deck or the seed, as in the logs. The log line gets
-the span's trace and span ids in return.
+the service's own (server.py), so the servicer runs inside the span. The call's observer
+(service/interceptors.py) then gives the span the facts of the call's log line (`annotating`):
+the status code (the instrumentation records none for a refusal sent with abort_with_status,
+which the server uses), the refusal's reason, seq and seat; never a card, the deck or the
+seed, as in the logs; and for a failed call (INTERNAL) an exception event with the exception's
+type and stack, not its message. The log line gets the span's trace and span ids in return.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import importlib.metadata
 import logging
 import os
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -160,6 +160,15 @@ class _OpenTelemetryLogs(logging.Handler):
             self.handleError(record)
 
 
+def _exception_event(error: BaseException) -> dict[str, str]:
+    """The attributes of a failed call's exception event: its type and where it was raised,
+    not its message, which may name a card (the log line, kept by the operator, has it)."""
+    return {
+        "exception.type": type(error).__qualname__,
+        "exception.stacktrace": "".join(traceback.format_tb(error.__traceback__)),
+    }
+
+
 class Tracing:
     """One worker's tracer provider and what the servers and interceptors take from it."""
 
@@ -224,6 +233,9 @@ class Tracing:
                     span.set_attributes(attributes)
                     if code in SERVER_ERRORS:
                         span.set_status(Status(StatusCode.ERROR, code.name))
+                    error = fields.get("exc_info")
+                    if error is not None:
+                        span.add_event("exception", _exception_event(error))
                 fields["trace_id"] = format(context.trace_id, "032x")
                 fields["span_id"] = format(context.span_id, "016x")
                 fields["trace_sampled"] = context.trace_flags.sampled

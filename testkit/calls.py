@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,11 +30,13 @@ from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import FLUSH_SECONDS, Metrics, Tally
 from service.server import HANDLERS_SECONDS, HEALTH_SERVICE_NAME, RulesServer, build_server
-from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer
+from service.servicer import METHODS, RulesServicer
 from testkit import messages
 from testkit.harness import ServedProcess
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
     from service.tracing import Tracing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,11 +76,8 @@ def grpc_testing_caller(handlers: Handlers) -> Caller:
         rpc = server.invoke_unary_unary(SERVICE.methods_by_name[method], (), request, None)
         response, trailing, code, details = rpc.termination()
         if code is grpc.StatusCode.OK:
-            # The servicer answers with the encoded response, which grpc sends through the
-            # registered serializer (grpc_testing does not apply it).
-            serialize = RESPONSE_SERIALIZERS.get(method)
-            body = response if serialize is None else serialize(response)
-            reply = METHODS[method][1].FromString(body)
+            # The servicer answers with the encoded response, which grpc sends as it is.
+            reply = METHODS[method][1].FromString(response)
             return Outcome(code, reply)
         return Outcome(code, None, details, error_infos(trailing))
 
@@ -160,6 +160,26 @@ def start_server(
     server: RulesServer = build_server(_replace_host(config), observer, 0, handlers)
     server.start()
     return InProcess(server.port, registry, tally, log, server.stop, server)
+
+
+@contextmanager
+def traced_server(
+    config: Config, handlers: Handlers | None = None
+) -> Iterator[tuple[InProcess, InMemorySpanExporter]]:
+    """An in-process server tracing into memory (OpenTelemetry imported only when called)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from service.tracing import Tracing
+
+    exporter = InMemorySpanExporter()
+    tracing = Tracing.start(make_logger("warning"), SimpleSpanProcessor(exporter))
+    server = start_server(config, handlers, tracing)
+    try:
+        yield server, exporter
+    finally:
+        server.close()
+        tracing.stop()
 
 
 def _replace_host(config: Config) -> Config:

@@ -2,7 +2,7 @@
 
 Every request goes through the server's request reader and `respond`, exactly as a worker
 runs it, and must end as an answer or as a refusal with an allowed code, one ErrorInfo and a
-known reason other than UNPROCESSABLE (which would mean an exception nobody anticipated).
+known reason; never INTERNAL (which would mean an exception nobody anticipated).
 Every answer must parse as its type, and an answer of Apply, LegalMoves or PlayerView must
 read back as what the engine says of the same request (read_back: the state through the
 service's request reader, the events through clients.messages.event_from_proto, the cards
@@ -36,12 +36,13 @@ import engine
 from clients.messages import event_from_proto
 from service import errors, reading, writing
 from service.config import Config
-from service.errors import Refusal
-from service.handlers import encoded
+from service.errors import Failure, Refusal
+from service.outcomes import Facts
 from service.server import make_handlers
 from service.servicer import METHODS, RulesServicer, respond
 from testkit.actions import action_to_proto, play_match, random_action
 from testkit.registered import method_handlers, request_reader
+from wire.actions import action_from_proto
 
 # The codes a refusal may end with, written out by hand (not read from service.errors) so
 # that both fuzzers would catch a reason mapped to the wrong code.
@@ -52,7 +53,7 @@ ALLOWED = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-KNOWN = frozenset(errors.known_reasons()) - {errors.ServiceReason.UNPROCESSABLE}
+KNOWN = frozenset(errors.known_reasons())
 CODES = [engine.code(c) for c in range(52)]
 TRICKY = ["", "AC", "10D", "1D", "0C", "11S", "ac", " KS", "JS\0", "🂡", "10DD", "x" * 70]
 ZONES = ("deck", "floor", "unclaimed", "hand0", "hand1", "captured0", "captured1")
@@ -184,7 +185,7 @@ class Run:
         # The request readers a worker's server registers (never raising, size-limited).
         registered = method_handlers(RulesServicer(self.handlers), Config().max_message_bytes)
         self.readers = {rpc: request_reader(registered[rpc]) for rpc in METHODS}
-        self.methods: dict[str, Callable[[Any], Any]] = {
+        self.methods: dict[str, Callable[[Any, Facts], bytes]] = {
             "NewMatch": self.handlers.new_match,
             "Apply": self.handlers.apply,
             "LegalMoves": self.handlers.legal_moves,
@@ -203,8 +204,16 @@ class Run:
         """Run one request as a worker does; check the outcome against the rules above."""
         self.requests += 1
         try:
-            answer = encoded(respond(self.methods[rpc], self.readers[rpc](data)))
-        except Refusal as refusal:
+            answer = respond(self.methods[rpc], self.readers[rpc](data), Facts())
+        except Exception as error:  # respond lets nothing out; anything is a finding
+            self.finding(f"{rpc} raised {type(error).__name__}: {data.hex()}")
+            return
+        if isinstance(answer, Failure):
+            self.outcomes[f"{rpc} INTERNAL"] += 1
+            self.finding(f"{rpc} failed INTERNAL ({type(answer.error).__name__}): {data.hex()}")
+            return
+        if isinstance(answer, Refusal):
+            refusal = answer
             self.outcomes[f"{rpc} {refusal.code.name}"] += 1
             self.reasons[refusal.reason] += 1
             status = refusal.status()
@@ -213,20 +222,14 @@ class Run:
             elif status.code is not refusal.code:
                 self.finding(f"{rpc} status {status.code} for {refusal.code}: {data.hex()}")
             return
-        except Exception as error:  # respond lets nothing else out; anything is a finding
-            self.finding(f"{rpc} raised {type(error).__name__}: {data.hex()}")
-            return
         self.outcomes[f"{rpc} OK"] += 1
-        if not isinstance(answer, bytes):
-            self.finding(f"{rpc} answered a {type(answer).__name__}, not bytes: {data.hex()}")
-        else:
-            try:
-                wrong = read_back(rpc, METHODS[rpc][0].FromString(data), answer)
-            except Exception as error:
-                self.finding(f"{rpc} answer not read back ({error!r}): {data.hex()}")
-                return
-            if wrong:
-                self.finding(f"{rpc} answer reads back another {wrong}: {data.hex()}")
+        try:
+            wrong = read_back(rpc, METHODS[rpc][0].FromString(data), answer)
+        except Exception as error:
+            self.finding(f"{rpc} answer not read back ({error!r}): {data.hex()}")
+            return
+        if wrong:
+            self.finding(f"{rpc} answer reads back another {wrong}: {data.hex()}")
 
 
 def read_back(rpc: str, request: Any, answer: bytes) -> str:
@@ -237,7 +240,7 @@ def read_back(rpc: str, request: Any, answer: bytes) -> str:
         return ""
     state = reading.state_from_proto(request.state)
     if rpc == "Apply":
-        after, events = engine.apply(state, reading.action_from_proto(request.action), check=False)
+        after, events = engine.apply(state, action_from_proto(request.action), check=False)
         shown = [[event_from_proto(e) for e in seat.events] for seat in response.seat_events]
         checks = {
             "state": reading.state_from_proto(response.state) == after,

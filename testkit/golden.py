@@ -31,8 +31,9 @@ from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-unty
 from service import errors
 from service.config import Config
 from service.handlers import Handlers
+from service.outcomes import Facts
 from service.server import make_handlers
-from service.servicer import METHODS, RESPONSE_SERIALIZERS, RulesServicer, respond
+from service.servicer import METHODS, RulesServicer, respond
 from testkit.registered import method_handlers, request_reader
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "golden"
@@ -193,7 +194,7 @@ def in_process_runners() -> dict[str, Runner]:
 
 
 def in_process(profile: Profile, handlers: Handlers | None = None) -> Runner:
-    """Run request bytes the way the server does: its reader, `respond`, its serializer."""
+    """Run request bytes the way the server does: its reader and `respond`."""
     chosen = handlers or profile.handlers()
     limit = profile.config.max_message_bytes
     registered = method_handlers(RulesServicer(chosen), limit)
@@ -201,15 +202,11 @@ def in_process(profile: Profile, handlers: Handlers | None = None) -> Runner:
     methods = {rpc: getattr(chosen, name) for rpc, name in HANDLER_NAMES.items()}
 
     def run(rpc: str, data: bytes) -> Outcome:
-        try:
-            response = respond(methods[rpc], readers[rpc](data))
-        except errors.Refusal as refusal:
-            status = refusal.status()
-            return Outcome.refused(status.code, status.details, status.trailing_metadata)
-        serialize = RESPONSE_SERIALIZERS.get(rpc)
-        body = response if serialize is None else serialize(response)
-        assert isinstance(body, bytes)  # the handlers answer encoded
-        return Outcome(OK, body)
+        outcome = respond(methods[rpc], readers[rpc](data), Facts())
+        if isinstance(outcome, bytes):  # the handlers answer encoded
+            return Outcome(OK, outcome)
+        status = outcome.status()
+        return Outcome.refused(status.code, status.details, status.trailing_metadata)
 
     return run
 

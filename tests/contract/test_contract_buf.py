@@ -18,6 +18,7 @@ from google.protobuf import descriptor_pb2, json_format
 from google.protobuf.message import Message
 
 from service.handlers import Handlers
+from service.outcomes import Facts
 
 REPO = Path(__file__).resolve().parents[2]
 BUF = REPO / ".ci" / "tools" / "node_modules" / ".bin" / "buf"
@@ -146,14 +147,14 @@ def test_an_apply_response_reads_as_a_new_match_response_byte_for_byte() -> None
     """A gateway may handle both answers alike: each one's bytes read fully as the other."""
     handlers = Handlers()
     first = pb.NewMatchResponse.FromString(
-        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"])).data
+        handlers.new_match(pb.NewMatchRequest(seed=b"one wire shape", labels=["a", "b"]), Facts())
     )
     move = first.legal_moves.moves[0]
     action = pb.Action(seat=first.legal_moves.seat, card=move.card)
     if move.plans:
         action.plan_id = 1
     after = pb.ApplyResponse.FromString(
-        handlers.apply(pb.ApplyRequest(state=first.state, action=action))
+        handlers.apply(pb.ApplyRequest(state=first.state, action=action), Facts())
     )
     for message, other in ((first, pb.ApplyResponse), (after, pb.NewMatchResponse)):
         data = message.SerializeToString()

@@ -50,8 +50,8 @@ from testkit.deployment import (
     read_lock,
     render,
 )
+from testkit.doc_commands import commands
 from testkit.docker_engine import Engine
-from tests.docs.doc_commands import commands
 
 IMAGE = "basra-rules:0.1.0"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"

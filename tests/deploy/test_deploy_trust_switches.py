@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from service.config import resolve
-from service.signing import load_keys
 from service.tls import tls_files
 from testkit.deployment import (
     ALL_ON,
@@ -16,6 +15,7 @@ from testkit.deployment import (
     manifests,
     render,
 )
+from wire.signing import load_keys
 
 
 def _objects() -> list[dict[str, Any]]:

@@ -11,6 +11,8 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from service import batch, errors
 from service.admission import Admission
+from service.interceptors import CallObserver
+from service.logs import make_logger
 from testkit.golden import (
     OK,
     Case,
@@ -56,7 +58,7 @@ def test_every_recorded_apply_gets_its_answer_in_a_batch(profile: str, cases: li
     runner = batch.BatchApply(
         config.handlers(),
         admission=Admission(0),
-        tally=None,
+        observer=CallObserver(None, make_logger("warning")),
         max_items=ITEMS,
         max_item_bytes=config.config.max_message_bytes,
         max_response_bytes=CALL_BYTES,
@@ -64,7 +66,7 @@ def test_every_recorded_apply_gets_its_answer_in_a_batch(profile: str, cases: li
     assert len(cases) > 10
     for chunk in (cases[i : i + ITEMS] for i in range(0, len(cases), ITEMS)):
         request = batch.RequestWire(requests=[case.request for case in chunk])
-        answer = batch.ResponseWire.FromString(runner(request, NoDeadline()).data)  # type: ignore[arg-type]
+        answer = batch.ResponseWire.FromString(runner(request, NoDeadline()))  # type: ignore[arg-type]
         assert len(answer.results) == len(chunk)
         for case, result in zip(chunk, answer.results, strict=True):
             seen = _item_outcome(result)

@@ -31,15 +31,12 @@ from testkit.golden import (
 )
 
 FILES = load_manifest()["files"]
-# Every reason a request can bring about. UNPROCESSABLE is left out: it answers an exception
-# nobody anticipated, which no request can cause while the service is correct; so are the
-# reasons of the server's load (OVERLOADED, DEADLINE_*), which no request alone causes, and
-# BatchApply's own refusal of a whole batch (TOO_MANY_ITEMS): the corpus holds the unary RPCs,
-# whose Apply answers test_golden_batch.py sends again in batches.
+# Every reason a request can bring about. Left out: the reasons of the server's load
+# (OVERLOADED, DEADLINE_*), which no request alone causes, and BatchApply's own refusal of a
+# whole batch (TOO_MANY_ITEMS): the corpus holds the unary RPCs, whose Apply answers
+# test_golden_batch.py sends again in batches.
 REACHABLE_REASONS = (
-    frozenset(errors.known_reasons())
-    - {errors.ServiceReason.UNPROCESSABLE, errors.ServiceReason.TOO_MANY_ITEMS}
-    - errors.LOAD_REASONS
+    frozenset(errors.known_reasons()) - {errors.ServiceReason.TOO_MANY_ITEMS} - errors.LOAD_REASONS
 )
 
 

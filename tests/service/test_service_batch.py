@@ -25,7 +25,9 @@ from service import batch
 from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
 from service.handlers import Handlers
+from service.interceptors import CallObserver
 from service.logs import make_logger
+from service.outcomes import Facts
 from service.server import make_handlers
 from testkit.calls import InProcess, start_server
 
@@ -336,10 +338,10 @@ class SlowApply(Handlers):
         """The same handlers, slowed."""
         return cls(**{f.name: getattr(handlers, f.name) for f in fields(handlers)})
 
-    def apply(self, request: pb.ApplyRequest) -> bytes:
+    def apply(self, request: pb.ApplyRequest, facts: Facts) -> bytes:
         """Wait, then apply."""
         time.sleep(0.02)
-        return super().apply(request)
+        return super().apply(request, facts)
 
 
 def test_items_that_cannot_finish_before_the_deadline_are_refused_not_lost(
@@ -483,8 +485,8 @@ def test_each_batch_is_counted_by_its_items(server: InProcess, samples: list[byt
 def _interceptor(limit: int) -> AdmissionInterceptor:
     """The admission interceptor of a worker with this bound, driven by the test as grpc's
     polling thread would drive it (admit, then submit), with no server around it."""
-    logger = make_logger("warning", "json", io.StringIO())
-    return AdmissionInterceptor(Admission(limit), None, logger, 4, lambda seconds: None)
+    observer = CallObserver(None, make_logger("warning", "json", io.StringIO()))
+    return AdmissionInterceptor(Admission(limit), observer, 4, lambda seconds: None)
 
 
 def _arrive(interceptor: AdmissionInterceptor, method: str = APPLY) -> bool:

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service.config import Config
 from service.handlers import Handlers
+from service.outcomes import Facts
 from service.server import SYNC_THREADS, make_handlers
 from testkit.calls import InProcess, start_server
 
@@ -41,12 +42,12 @@ class Gated:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._handlers, name)
 
-    def new_match(self, request: pb.NewMatchRequest) -> Any:
+    def new_match(self, request: pb.NewMatchRequest, facts: Facts) -> Any:
         """Wait at the gate when asked to."""
         if list(request.labels[:1]) == [HOLD]:
             self.waiting.set()
             assert self.opened.wait(WAIT)
-        return self._handlers.new_match(request)
+        return self._handlers.new_match(request, facts)
 
 
 @pytest.fixture

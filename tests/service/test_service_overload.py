@@ -33,6 +33,7 @@ from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.metrics import Metrics, Tally
+from service.outcomes import Facts
 from service.server import (
     PENDING_CALLS,
     SYNC_THREADS,
@@ -81,11 +82,11 @@ class Gate:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._handlers, name)
 
-    def apply(self, request: pb.ApplyRequest) -> bytes:
+    def apply(self, request: pb.ApplyRequest, facts: Facts) -> bytes:
         """Wait for the gate, then apply."""
         self.waiting.release()
         assert self.opened.wait(WAIT)
-        return self._handlers.apply(request)
+        return self._handlers.apply(request, facts)
 
     def wait_for(self, calls: int) -> None:
         """Return once `calls` Apply calls wait at the gate."""
@@ -265,13 +266,17 @@ def test_an_expired_call_does_no_work(serve: Callable[[Config], Running]) -> Non
 def test_a_call_with_no_time_left_is_refused_before_its_handler_runs() -> None:
     """respond(): no time left is DEADLINE_EXPIRED and the handler is never called."""
     ran: list[object] = []
-    with pytest.raises(errors.Refusal) as refused:
-        respond(ran.append, object(), 0.0)
-    assert refused.value.reason == "DEADLINE_EXPIRED"
-    assert refused.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def handler(request: object, facts: Facts) -> bytes:
+        ran.append(request)
+        return b"answered"
+
+    refused = respond(handler, object(), Facts(), 0.0)
+    assert isinstance(refused, errors.Refusal) and refused.reason == "DEADLINE_EXPIRED"
+    assert refused.code is grpc.StatusCode.DEADLINE_EXCEEDED
     assert ran == []
-    assert respond(lambda request: "answered", object(), 0.5) == "answered"
-    assert respond(lambda request: "answered", object(), None) == "answered"
+    assert respond(handler, object(), Facts(), 0.5) == b"answered"
+    assert respond(handler, object(), Facts(), None) == b"answered"
 
 
 def test_a_search_that_cannot_end_in_time_is_refused_up_front() -> None:
@@ -279,7 +284,7 @@ def test_a_search_that_cannot_end_in_time_is_refused_up_front() -> None:
     (DEADLINE_TOO_SHORT); with time enough, or no deadline, or no estimate yet, it answers."""
     request = pb.SuggestMoveRequest.FromString(_suggest_request())
     fresh = Handlers(search_clock=SearchClock())
-    assert fresh.suggest_move(request, seconds_left=1e-6)  # no estimate yet: searched
+    assert fresh.suggest_move(request, Facts(), seconds_left=1e-6)  # no estimate yet: searched
     clock = SearchClock()
     handlers = Handlers(search_clock=clock)
     clock.observe(bot.Level.STRONG, bot.DEFAULT_BUDGET, 0.5)  # pretend searches take long
@@ -287,12 +292,12 @@ def test_a_search_that_cannot_end_in_time_is_refused_up_front() -> None:
     assert expected is not None and expected == pytest.approx(0.5)
     assert clock.expected(bot.Level.GREEDY, bot.DEFAULT_BUDGET) is None
     with pytest.raises(errors.Refusal) as refused:
-        handlers.suggest_move(request, seconds_left=0.05)
+        handlers.suggest_move(request, Facts(), seconds_left=0.05)
     assert refused.value.reason == "DEADLINE_TOO_SHORT"
     assert refused.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
     assert refused.value.metadata["secondsLeftMs"] == "50"
-    assert handlers.suggest_move(request, seconds_left=expected * 2)
-    assert handlers.suggest_move(request)  # no deadline
+    assert handlers.suggest_move(request, Facts(), seconds_left=expected * 2)
+    assert handlers.suggest_move(request, Facts())  # no deadline
 
 
 def _policy() -> dict[str, Any]:

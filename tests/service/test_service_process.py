@@ -20,10 +20,8 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
-from service.metrics import FLUSH_SECONDS
+from service.metrics import FLUSH_SECONDS, multiprocess_registry
 from testkit import harness
 from testkit.calls import REPO, scrape, scrape_until
 from testkit.harness import ServedProcess, command
@@ -129,8 +127,7 @@ def test_refusals_are_counted_by_reason(served: ServedProcess) -> None:
 
 def _multiprocess_samples(directory: Path) -> dict[str, float]:
     """What /metrics would show from the values the workers wrote to `directory`."""
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
+    registry = multiprocess_registry(str(directory))
     samples: dict[str, float] = {}
     for family in registry.collect():
         for sample in family.samples:

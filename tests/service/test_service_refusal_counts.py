@@ -32,12 +32,15 @@ def server() -> Iterator[InProcess]:
 
 
 def _counted(server: InProcess) -> dict[tuple[str, str], float]:
-    """NewMatch's handled calls by code and refusals by reason, as the next flush writes them."""
+    """NewMatch's handled calls by code and refusals by reason, as the next flush writes them
+    (the series declared at 0 left out)."""
     server.tally.flush()
     counts: dict[tuple[str, str], float] = {}
     for family in server.registry.collect():
         for sample in family.samples:
             if sample.labels.get("grpc_method") != "NewMatch" or sample.name.endswith("_created"):
+                continue
+            if not sample.value:
                 continue
             if sample.name == "grpc_server_handled_total":
                 counts[("code", sample.labels["grpc_code"])] = sample.value

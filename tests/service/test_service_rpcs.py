@@ -10,6 +10,7 @@ from basra.v1 import rules_pb2 as pb
 import engine
 from service.config import Config
 from service.handlers import Handlers
+from service.outcomes import Facts
 from testkit import messages
 from testkit.actions import action_to_proto
 from testkit.calls import (
@@ -380,7 +381,7 @@ def test_the_public_view_names_no_hand_or_deck_card_in_any_state_of_a_match() ->
     looked = 0
     for state, _ in states_of(SEED):
         request = pb.PlayerViewRequest(state=proto(state), spectator=True)
-        answer = pb.PlayerViewResponse.FromString(handlers.player_view(request))
+        answer = pb.PlayerViewResponse.FromString(handlers.player_view(request, Facts()))
         view = answer.public_view
         hidden = {*state.hands[0], *state.hands[1], *state.deck}
         assert set(view.floor) == set(engine.codes(state.floor))

@@ -231,14 +231,15 @@ def _wait_until_running(stub: rules_pb2_grpc.RulesServiceStub) -> dict[str, str]
 
 
 def _handled(directory: Path, method: str) -> dict[str, float]:
-    """grpc_server_handled_total of one method by code, from the workers' multiprocess files."""
+    """grpc_server_handled_total of one method by code, from the workers' multiprocess files
+    (the series declared at 0 left out)."""
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
     found: dict[str, float] = {}
     for family in registry.collect():
         for sample in family.samples:
             if sample.name == "grpc_server_handled_total" and (
-                sample.labels.get("grpc_method") == method
+                sample.labels.get("grpc_method") == method and sample.value
             ):
                 found[sample.labels["grpc_code"]] = sample.value
     return found

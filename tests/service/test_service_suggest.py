@@ -16,6 +16,7 @@ from engine.bot import DEFAULT_BUDGET, Budget, Level, suggest
 from engine.view import information_set
 from service.config import Config
 from service.handlers import Handlers
+from service.outcomes import Facts
 from testkit import messages
 from testkit.actions import play_match
 from testkit.calls import (
@@ -199,6 +200,6 @@ def test_redealt_unseen_cards_give_byte_identical_responses(
         request = pb.SuggestMoveRequest(
             state=proto(s), seat=seat, level=level, bot_seed=bot_seed, budget=budget
         )
-        return handlers.suggest_move(request)
+        return handlers.suggest_move(request, Facts())
 
     assert asked(other) == asked(state)

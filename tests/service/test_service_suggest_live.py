@@ -12,6 +12,7 @@ from basra.v1 import rules_pb2 as pb
 
 from engine import State, Status
 from service.handlers import Handlers
+from service.outcomes import Facts
 from testkit import harness
 from testkit.actions import play_match
 from testkit.calls import proto, scrape, scrape_until
@@ -93,7 +94,7 @@ def test_every_worker_answers_redealt_unseen_cards_with_the_same_bytes(
             variants = [state, *(redistribute_hidden(state, seat, rnd) for _ in range(2))]
             for level in PROTO_LEVELS:
                 here = handlers.suggest_move(
-                    pb.SuggestMoveRequest.FromString(_request(state, level, b"live"))
+                    pb.SuggestMoveRequest.FromString(_request(state, level, b"live")), Facts()
                 )
                 answers = {
                     caller(_request(variant, level, b"live"))

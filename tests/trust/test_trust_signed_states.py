@@ -19,6 +19,7 @@ from clients import cli as command
 from service import errors
 from service.config import Config
 from service.errors import Refusal
+from service.outcomes import Facts
 from service.server import make_handlers
 from service.signing import check_window
 from testkit.loopback import TIMEOUT, refusal, serving
@@ -109,7 +110,7 @@ def test_a_flipped_bit_anywhere_in_a_signed_state_is_refused() -> None:
     """Every bit of the state bytes, the signature and the key id (handlers, then gRPC)."""
     handlers = make_handlers(Config(signing_keys=keys("k1")), None)
     result = pb.NewMatchResponse.FromString(
-        handlers.new_match(pb.NewMatchRequest(seed=b"bits")).data
+        handlers.new_match(pb.NewMatchRequest(seed=b"bits"), Facts())
     )
     sealed = result.signed_state
     variants: list[pb.SignedState] = []
@@ -122,9 +123,9 @@ def test_a_flipped_bit_anywhere_in_a_signed_state_is_refused() -> None:
     assert len(variants) == 8 * (len(sealed.state) + 32) + 7 * len(sealed.key_id)
     for variant in variants:
         with pytest.raises(Refusal) as refused:
-            handlers.legal_moves(pb.LegalMovesRequest(signed_state=variant))
+            handlers.legal_moves(pb.LegalMovesRequest(signed_state=variant), Facts())
         assert (refused.value.code, refused.value.reason) == BAD
-    answer = handlers.legal_moves(pb.LegalMovesRequest(signed_state=sealed))
+    answer = handlers.legal_moves(pb.LegalMovesRequest(signed_state=sealed), Facts())
     assert pb.LegalMovesResponse.FromString(answer).legal_moves.moves
     with serving(Config(signing_keys=keys("k1"))) as stub:
         for variant in random.Random(1).sample(variants, 40):
@@ -218,7 +219,9 @@ def test_the_migration_window_takes_unsigned_states_and_answers_sealed() -> None
     """A plain state, or one wrapped unsigned, is taken; the answer is sealed; each state taken
     is counted by the key that sealed it ("" for unsigned ones)."""
     plain = make_handlers(Config(), None)
-    begun = pb.NewMatchResponse.FromString(plain.new_match(pb.NewMatchRequest(seed=b"win")).data)
+    begun = pb.NewMatchResponse.FromString(
+        plain.new_match(pb.NewMatchRequest(seed=b"win"), Facts())
+    )
     seen: list[str] = []
     window = _window("k1", seen=seen)
     action = first_action(begun)
@@ -229,12 +232,12 @@ def test_the_migration_window_takes_unsigned_states_and_answers_sealed() -> None
         ),
     ]
     for request in unsigned:
-        after = pb.ApplyResponse.FromString(window.apply(request))
+        after = pb.ApplyResponse.FromString(window.apply(request, Facts()))
         assert after.state.seq == 1
         assert after.signed_state.key_id == "k1"
         assert after.signed_state.signature == mac(SECRETS["k1"], after.signed_state.state)
     follow = pb.ApplyRequest(signed_state=after.signed_state, action=first_action(after))
-    assert pb.ApplyResponse.FromString(window.apply(follow)).state.seq == 2
+    assert pb.ApplyResponse.FromString(window.apply(follow, Facts())).state.seq == 2
     assert seen == ["", "", "k1"]
 
 
@@ -242,7 +245,7 @@ def test_the_window_still_refuses_a_bad_seal_and_two_states() -> None:
     """A seal that does not verify is as wrong in the window as after it."""
     seen: list[str] = []
     window = _window("k1", seen=seen)
-    begun = pb.NewMatchResponse.FromString(window.new_match(pb.NewMatchRequest(seed=b"w")).data)
+    begun = pb.NewMatchResponse.FromString(window.new_match(pb.NewMatchRequest(seed=b"w"), Facts()))
     sealed = begun.signed_state
     forged = [
         replace_field(sealed, signature=bytes(32)),
@@ -252,10 +255,10 @@ def test_the_window_still_refuses_a_bad_seal_and_two_states() -> None:
     ]
     for variant in forged:
         with pytest.raises(Refusal) as refused:
-            window.legal_moves(pb.LegalMovesRequest(signed_state=variant))
+            window.legal_moves(pb.LegalMovesRequest(signed_state=variant), Facts())
         assert (refused.value.code, refused.value.reason) == BAD
     with pytest.raises(Refusal) as both:
-        window.legal_moves(pb.LegalMovesRequest(state=begun.state, signed_state=sealed))
+        window.legal_moves(pb.LegalMovesRequest(state=begun.state, signed_state=sealed), Facts())
     assert (both.value.code, both.value.reason) == BAD
     assert seen == []
 
@@ -263,10 +266,12 @@ def test_the_window_still_refuses_a_bad_seal_and_two_states() -> None:
 def test_a_server_that_requires_seals_refuses_an_unsigned_wrapper() -> None:
     """Out of the window, a SignedState with no signature is refused like a plain state."""
     required = make_handlers(Config(signing_keys=keys("k1")), None)
-    begun = pb.NewMatchResponse.FromString(required.new_match(pb.NewMatchRequest(seed=b"r")).data)
+    begun = pb.NewMatchResponse.FromString(
+        required.new_match(pb.NewMatchRequest(seed=b"r"), Facts())
+    )
     wrapped = pb.SignedState(state=begun.signed_state.state)
     with pytest.raises(Refusal) as refused:
-        required.legal_moves(pb.LegalMovesRequest(signed_state=wrapped))
+        required.legal_moves(pb.LegalMovesRequest(signed_state=wrapped), Facts())
     assert (refused.value.code, refused.value.reason) == BAD
     assert refused.value.metadata == {"keyId": ""}
 

@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from clients import verify
 from service import reading
 from service.handlers import Handlers
+from service.outcomes import Facts
 from testkit.actions import action_to_proto, random_action
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,19 +31,19 @@ def _record(seat: int, with_actions: bool) -> dict[str, Any]:
     rnd = random.Random(seat)
     result: pb.NewMatchResponse | pb.ApplyResponse
     result = pb.NewMatchResponse.FromString(
-        handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify")).data
+        handlers.new_match(pb.NewMatchRequest(seed=b"a record to verify"), Facts())
     )
     events = list(result.seat_events[seat].events)
     actions = []
     while result.legal_moves.HasField("seat"):
         action = action_to_proto(random_action(reading.state_from_proto(result.state), rnd))
         result = pb.ApplyResponse.FromString(
-            handlers.apply(pb.ApplyRequest(state=result.state, action=action))
+            handlers.apply(pb.ApplyRequest(state=result.state, action=action), Facts())
         )
         events.extend(result.seat_events[seat].events)
         actions.append(action)
     request = pb.PlayerViewRequest(state=result.state, seat=seat)
-    view = pb.PlayerViewResponse.FromString(handlers.player_view(request)).view
+    view = pb.PlayerViewResponse.FromString(handlers.player_view(request, Facts())).view
     record = json_format.MessageToDict(view)
     kept = {"seed": record["seed"], "seedCommitment": record["seedCommitment"], "seat": seat}
     kept["events"] = [json_format.MessageToDict(e) for e in events]
