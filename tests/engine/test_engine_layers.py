@@ -123,4 +123,4 @@ def test_the_rules_load_nothing_of_the_wire() -> None:
     rules = loaded_of(("engine", "wire"), "engine", "engine.bot")
     assert "engine.bot" in rules
     assert not {m for m in rules if m.startswith("wire")}
-    assert "wire.actions" in loaded_of(("wire",), "service.reading")
+    assert "wire.actions" in loaded_of(("wire",), "service.handlers")
