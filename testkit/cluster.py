@@ -241,6 +241,22 @@ class Cluster:
         told = "\n".join(f"--- {name}:\n{self.log(name)}" for name in logs)
         raise TimeoutError(f"{what} not within {seconds} s\n{told}")
 
+    def stop_component(self, name: str, seconds: float = 20.0) -> None:
+        """Stop one component started with `start` before the cluster stops (SIGTERM to its
+        process group, SIGKILL after `seconds`), and forget it, so that `wait` no longer
+        watches it."""
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
 
 # ---- certificates ---------------------------------------------------------------------------
 
@@ -376,7 +392,15 @@ def _make_pki(cluster: Cluster) -> None:
     )
     _certificate(pki, "admin", "basra-admin", ca, organization="system:masters")
     _certificate(pki, "front-proxy", "front-proxy", ca)
-    _certificate(pki, "metrics-server", "metrics-server", ca, addresses=(address.node, "127.0.0.1"))
+    # The aggregator checks metrics-server's certificate against its Service's DNS name.
+    _certificate(
+        pki,
+        "metrics-server",
+        "metrics-server",
+        ca,
+        addresses=(address.node, "127.0.0.1"),
+        names=("metrics-server.kube-system.svc",),
+    )
     account = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write(
         pki / "sa.key",
