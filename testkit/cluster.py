@@ -44,6 +44,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from testkit import commands
+
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / ".ci" / "tools" / "cluster" / "bin"
 KUBE = TOOLS / "kube"
@@ -163,21 +165,14 @@ class Cluster:
         self, *command: str, timeout: float = 120.0, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run a command in the node's network namespace; its output as text."""
-        done = subprocess.run(
+        return commands.run(
             self.in_node(*command),
+            name=" ".join(command),
             env=self.env(),
-            input=stdin,
-            capture_output=True,
-            text=True,
+            stdin=stdin,
             timeout=timeout,
-            check=False,
+            check=check,
         )
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"{' '.join(command)} exited {done.returncode}:\n"
-                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-            )
-        return done
 
     def kubectl(self, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
         """kubectl against this cluster."""
