@@ -9,9 +9,12 @@ which /metrics sums), and the kubelet's pod logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -206,3 +209,64 @@ def uninstall_all(cluster: Cluster, seconds: float = 120.0) -> None:
 def by_pod(calls: Mapping[str, Mapping[str, float]]) -> Counter[str]:
     """Calls per pod from calls per pod and worker."""
     return Counter({pod: sum(workers.values()) for pod, workers in calls.items()})
+
+
+def rollout_status(release: Release, seconds: int = 180) -> None:
+    """`kubectl rollout status` of the release's Deployment, bounded."""
+    release.kubectl(
+        "rollout",
+        "status",
+        f"deployment/{release.name}",
+        f"--timeout={seconds}s",
+        timeout=seconds + 30,
+    )
+
+
+def wait_drained(release: Release, seconds: float = 90.0) -> None:
+    """Wait until no pod of the release is being deleted (the last old pod of a rollout
+    serves its open connections until its preStop pause and its drain are over)."""
+    deadline = time.monotonic() + seconds
+    while any(
+        p["metadata"].get("deletionTimestamp")
+        for p in release.get("pods", "-l", release.selector)["items"]
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods of {release.name} still stopping after {seconds} s")
+        time.sleep(0.5)
+
+
+class CallsSeen:
+    """The RulesService calls each pod of a release handled, read from the pods' counter
+    files every `every` seconds on a thread of its own (a pod's files go with the pod, so its
+    last reading stands for it); a context manager."""
+
+    def __init__(self, release: Release, every: float = 1.0) -> None:
+        self.release = release
+        self.seen: dict[str, float] = {}
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CallsSeen:
+        self.read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.read()
+
+    def read(self) -> None:
+        """Read every pod's counters now."""
+        found = self.release.get("pods", "-l", self.release.selector)["items"]
+        for pod in found:
+            with contextlib.suppress(OSError, ValueError):
+                calls = sum(self.release.worker_calls(pod).values())
+                name = pod["metadata"]["name"]
+                self.seen[name] = max(calls, self.seen.get(name, 0.0))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            with contextlib.suppress(AssertionError, ValueError, subprocess.SubprocessError):
+                self.read()

@@ -44,6 +44,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from testkit import commands
+
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / ".ci" / "tools" / "cluster" / "bin"
 KUBE = TOOLS / "kube"
@@ -163,21 +165,14 @@ class Cluster:
         self, *command: str, timeout: float = 120.0, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run a command in the node's network namespace; its output as text."""
-        done = subprocess.run(
+        return commands.run(
             self.in_node(*command),
+            name=" ".join(command),
             env=self.env(),
-            input=stdin,
-            capture_output=True,
-            text=True,
+            stdin=stdin,
             timeout=timeout,
-            check=False,
+            check=check,
         )
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"{' '.join(command)} exited {done.returncode}:\n"
-                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-            )
-        return done
 
     def kubectl(self, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
         """kubectl against this cluster."""
@@ -240,6 +235,22 @@ class Cluster:
             time.sleep(0.2)
         told = "\n".join(f"--- {name}:\n{self.log(name)}" for name in logs)
         raise TimeoutError(f"{what} not within {seconds} s\n{told}")
+
+    def stop_component(self, name: str, seconds: float = 20.0) -> None:
+        """Stop one component started with `start` before the cluster stops (SIGTERM to its
+        process group, SIGKILL after `seconds`), and forget it, so that `wait` no longer
+        watches it."""
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 # ---- certificates ---------------------------------------------------------------------------
@@ -376,7 +387,15 @@ def _make_pki(cluster: Cluster) -> None:
     )
     _certificate(pki, "admin", "basra-admin", ca, organization="system:masters")
     _certificate(pki, "front-proxy", "front-proxy", ca)
-    _certificate(pki, "metrics-server", "metrics-server", ca, addresses=(address.node, "127.0.0.1"))
+    # The aggregator checks metrics-server's certificate against its Service's DNS name.
+    _certificate(
+        pki,
+        "metrics-server",
+        "metrics-server",
+        ca,
+        addresses=(address.node, "127.0.0.1"),
+        names=("metrics-server.kube-system.svc",),
+    )
     account = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write(
         pki / "sa.key",

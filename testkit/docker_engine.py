@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from testkit import commands
 from testkit.deployment import REPO
 
 BASE_SCRIPT = REPO / "deploy" / "python-base.sh"
@@ -101,21 +102,14 @@ class Engine:
         input_bytes: bytes | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run one docker command against this engine; its output as text."""
-        done = subprocess.run(
+        return commands.run(
             [self.docker, *args],
+            name=f"docker {' '.join(args)}",
             env=self.env(buildkit),
-            input=input_bytes.decode() if input_bytes is not None else None,
-            capture_output=True,
-            text=True,
+            stdin=input_bytes.decode() if input_bytes is not None else None,
             timeout=timeout,
-            check=False,
+            check=check,
         )
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"docker {' '.join(args)} exited {done.returncode}:\n"
-                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-            )
-        return done
 
     def output(self, *args: str, timeout: float = 120.0) -> str:
         """The standard output of one docker command, stripped."""

@@ -53,5 +53,8 @@ def small_release(cluster: kube.Cluster) -> Iterator[Release]:
     """The chart with the smallest override that leaves room for a rollout, alone on the node
     (every other release is uninstalled first); uninstalled after the module."""
     uninstall_all(cluster)
-    yield install(cluster, "basra-small", namespace="small", values=SMALL)
+    # Named as the chart (in a namespace of its own), so that its objects carry the release's
+    # name, which Release's helpers (get, target, ...) expect: "basra-small" would make them
+    # "basra-small-basra-rules".
+    yield install(cluster, "basra-rules", namespace="small", values=SMALL)
     uninstall_all(cluster)
