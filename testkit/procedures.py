@@ -12,13 +12,31 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
 from testkit.pki import PKI, Issued
 from testkit.releases import Release
 from testkit.rollout import Spec
+
+REPO = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"<!-- procedure: ([a-z-]+) -->\n(.*?)<!-- end of procedure -->", re.S)
+STEP = re.compile(r"^(\d+)\. (\S+)", re.M)
+"""A numbered step of a procedure, and its first word."""
+
+
+def blocks(page: str) -> dict[str, str]:
+    """The procedures of a page (relative to the repository), by name; a name given twice on
+    one page is refused."""
+    found: dict[str, str] = {}
+    for name, text in BLOCK.findall((REPO / page).read_text(encoding="utf-8")):
+        assert name not in found, f"{page} gives {name} twice"
+        found[name] = text
+    return found
+
 
 KEYS = {kid: base64.b64encode(random.Random(kid).randbytes(32)).decode() for kid in ("k1", "k2")}
 

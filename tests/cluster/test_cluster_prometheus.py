@@ -24,8 +24,9 @@ import pytest
 from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
 
-from benchmarks import ghz_tool
 from service.handlers import Handlers
+from service.outcomes import Facts
+from testkit import ghz_tool
 from testkit import prometheus_on_cluster as prom
 from testkit.chart_on_cluster import RULES_SERVICE, Release
 from testkit.deployment import REPO
@@ -68,11 +69,11 @@ def _plans_per_call(method: str, request: dict[str, Any]) -> int:
     observed: list[float] = []
     handlers = Handlers(observe_plan_seconds=observed.append)
     if method == "Apply":
-        handlers.apply(json_format.ParseDict(request, pb.ApplyRequest()))
+        handlers.apply(json_format.ParseDict(request, pb.ApplyRequest()), Facts())
     elif method == "LegalMoves":
-        handlers.legal_moves(json_format.ParseDict(request, pb.LegalMovesRequest()))
+        handlers.legal_moves(json_format.ParseDict(request, pb.LegalMovesRequest()), Facts())
     elif method == "SuggestMove":
-        handlers.suggest_move(json_format.ParseDict(request, pb.SuggestMoveRequest()))
+        handlers.suggest_move(json_format.ParseDict(request, pb.SuggestMoveRequest()), Facts())
     else:
         raise ValueError(method)
     return len(observed)

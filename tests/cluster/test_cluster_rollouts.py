@@ -62,7 +62,7 @@ from testkit.chart_on_cluster import (
 from testkit.lobbies import Lobbies, replica
 from testkit.matchplay import failures_by_kind
 from testkit.pki import issue, make_pki
-from tests.rollout.test_rollout_docs import STEP, blocks
+from testkit.procedures import STEP, blocks
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.ghz_tool import GHZ
 from testkit import cluster as kube
 from testkit.chart_on_cluster import Release, install, uninstall_all
 from testkit.deployment import REPO
+from testkit.ghz_tool import GHZ
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -11,29 +11,13 @@ waits for every match to hold a state of the configuration before.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 from testkit.pki import PKI, Issued
-from testkit.procedures import VARIANTS, Setting, procedure
+from testkit.procedures import REPO, STEP, VARIANTS, Setting, blocks, procedure
 from testkit.releases import LAST_RELEASE, Release
 
-REPO = Path(__file__).resolve().parents[2]
 PAGES = ("docs/service.md", "helm/basra-rules/README.md", "docs/deploy.md")
 EVERYWHERE = ("docs/service.md", "helm/basra-rules/README.md")
-BLOCK = re.compile(r"<!-- procedure: ([a-z-]+) -->\n(.*?)<!-- end of procedure -->", re.S)
-STEP = re.compile(r"^(\d+)\. (\S+)", re.M)
-
 Pages = dict[str, dict[str, str]]
-
-
-def blocks(page: str) -> dict[str, str]:
-    """The procedures of a page, by name (a name given twice on one page is refused)."""
-    found: dict[str, str] = {}
-    for name, text in BLOCK.findall((REPO / page).read_text(encoding="utf-8")):
-        assert name not in found, f"{page} gives {name} twice"
-        found[name] = text
-    return found
 
 
 def copy_problems(by_page: Pages) -> list[str]:
