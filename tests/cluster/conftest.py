@@ -21,6 +21,10 @@ IN_CI = os.environ.get("CI") == "true"
 
 
 def _unavailable() -> str | None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Each xdist worker would start a cluster of its own on the same 2 cores, and the
+        # modules share one cluster in name order: the test command runs them without -n.
+        return "tests/cluster runs in one process: pytest -p no:xdist tests/cluster"
     return kube.unavailable() or docker_engine.unavailable()
 
 
