@@ -111,6 +111,8 @@ class Step:
     errors: dict[str, int]
     pod_cpu: float
     """The pod's CPU-seconds per second over the step."""
+    throttled: float
+    """Share of the pod's CFS periods in which its CPU limit throttled it."""
     generator_cpu: float
     held: bool
 
@@ -151,8 +153,12 @@ class Gateway:
         """Add matches up to `count`, their first moves spread over one interval."""
         loop = asyncio.get_running_loop()
         while len(self.matches) < count:
-            batch = min(64, count - len(self.matches))
-            made = await asyncio.gather(*(self.new_match(loop.time()) for _ in range(batch)))
+            batch = min(16, count - len(self.matches))
+            try:
+                made = await asyncio.gather(*(self.new_match(loop.time()) for _ in range(batch)))
+            except grpc.RpcError:
+                await asyncio.sleep(0.2)  # the pod is busy: start them a moment later
+                continue
             for match in made:
                 self.matches.append(match)
                 if self.mode == "unary":
@@ -232,16 +238,30 @@ class Gateway:
         await self.channel.close(None)
 
 
-def _pod_cpu_seconds(release: Release) -> float:
-    """The release's one pod's CPU-seconds so far, from its cgroup (v1 cpuacct) on the node."""
+def _pod_cgroup(release: Release) -> tuple[Path, Path]:
+    """The release's one pod's cgroups (v1) on the node: its cpuacct and its cpu group."""
     (pod,) = release.pods()
     uid = pod["metadata"]["uid"]
-    roots = [p for p in Path("/sys/fs/cgroup").glob("cpu*acct*") if p.is_dir()]
-    for root in roots:
-        found = list((root / f"basra-k8s-{release.cluster.slot}").glob(f"**/pod{uid}"))
-        if found:
-            return int((found[0] / "cpuacct.usage").read_text()) / 1e9
-    raise FileNotFoundError(f"no cpuacct cgroup of pod {uid}")
+    found = []
+    for name in ("cpuacct.usage", "cpu.stat"):
+        # the v1 hierarchies (the unified one's cpu.stat has no CFS periods)
+        for root in (r for r in Path("/sys/fs/cgroup").iterdir() if r.name != "unified"):
+            below = root / f"basra-k8s-{release.cluster.slot}"
+            groups = [g for g in below.glob(f"**/pod{uid}") if (g / name).exists()]
+            if groups:
+                found.append(groups[0])
+                break
+        else:
+            raise FileNotFoundError(f"no cgroup of pod {uid} with {name}")
+    return found[0], found[1]
+
+
+def _pod_cpu(groups: tuple[Path, Path]) -> tuple[float, int, int]:
+    """The pod's CPU-seconds so far, its CFS periods and the periods it was throttled in."""
+    accounting, cpu = groups
+    stat = dict(line.split() for line in (cpu / "cpu.stat").read_text().splitlines())
+    used = int((accounting / "cpuacct.usage").read_text()) / 1e9
+    return used, int(stat["nr_periods"]), int(stat["nr_throttled"])
 
 
 def _own_cpu() -> float:
@@ -263,12 +283,16 @@ async def _run_mode(
             await gateway.grow(count)
             await asyncio.sleep(args.interval_high)  # warm: every match has moved once
             gateway.tally = Tally()
-            cpu_before, own_before = _pod_cpu_seconds(release), _own_cpu()
+            group = _pod_cgroup(release)
+            (cpu_before, periods_before, throttled_before), own_before = _pod_cpu(group), _own_cpu()
             began = time.perf_counter()
             await asyncio.sleep(args.seconds)
             elapsed = time.perf_counter() - began
             tally = gateway.tally
-            pod_cpu = (_pod_cpu_seconds(release) - cpu_before) / elapsed
+            cpu_after, periods_after, throttled_after = _pod_cpu(group)
+            pod_cpu = (cpu_after - cpu_before) / elapsed
+            periods = max(1, periods_after - periods_before)
+            throttled = (throttled_after - throttled_before) / periods
             own = (_own_cpu() - own_before) / elapsed
             ms = [x * 1000 for x in tally.latencies]
             p99 = _quantile(ms, 0.99)
@@ -286,6 +310,7 @@ async def _run_mode(
                 round(_quantile([x * 1000 for x in tally.new_match_latencies], 0.99), 2),
                 dict(tally.errors),
                 round(pod_cpu, 3),
+                round(throttled, 3),
                 round(own, 3),
                 held,
             )
@@ -317,8 +342,8 @@ def _summary(steps: Sequence[Step], cpu_limit: float) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default="unary,batch")
-    parser.add_argument("--unary-steps", default="250,500,1000,1500,2000,2500,3000,3500")
-    parser.add_argument("--batch-steps", default="500,1000,2000,3000,4000,5000,6000,8000")
+    parser.add_argument("--unary-steps", default="250,500,750,1000,1250,1500,2000,2500")
+    parser.add_argument("--batch-steps", default="250,500,1000,1500,2000,3000,4000,6000")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured per step")
     parser.add_argument("--interval-low", type=float, default=2.0)
     parser.add_argument("--interval-high", type=float, default=3.0)

@@ -101,6 +101,10 @@ BUDGETS = (
     "32:5000 --seeds 200 --procs 2 --matches 20 --warm 5 --cpu 1 --json-out /tmp/budgets400.json "
     "--png /tmp/bot_budgets400.png"
 )
+CLUSTER_CAPACITY = (
+    "starts a test cluster of its own (root) and ramps a gateway's matches for minutes of both "
+    "cores; tests/cluster runs the chart on the same cluster"
+)
 OVERLOAD_GHZ = (
     "ghz offering 2x and 4x a two-worker server's capacity, three runs (minutes of both cores); "
     "benchmarks.overload's first command runs here, shortened"
@@ -254,6 +258,20 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--variants sync/pending=64,sync/admission-limit=100000/grpc-limit=64 --factors 4 "
         "--in-flight 300 --seconds 8"
     ): NotRun(OVERLOAD_GHZ),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.cluster_capacity "
+        "--json-out /tmp/cluster-capacity.json"
+    ): NotRun(CLUSTER_CAPACITY),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.cluster_capacity --modes "
+        "batch --tick 0.05 --batch-steps 500,1000,1500,2000,2500,3000,4000,5000 --json-out "
+        "/tmp/cluster-capacity-tick50.json"
+    ): NotRun(CLUSTER_CAPACITY),
+    (
+        "flock /tmp/basra-bench.lock .venv/bin/python -m benchmarks.cluster_capacity --modes "
+        "batch --tick 0.02 --batch-steps 500,1000,1500,2000,2500,3000,4000,5000 --json-out "
+        "/tmp/cluster-capacity-tick20.json"
+    ): NotRun(CLUSTER_CAPACITY),
     "nice -n 10 .venv/bin/python -m benchmarks.bot_ladder --procs 2 --json-out /tmp/ladder.json": (
         Run(extra=("--seeds", "2"))
     ),
