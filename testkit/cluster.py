@@ -159,6 +159,9 @@ class Cluster:
             "HELM_CACHE_HOME": str(self.root / "helm" / "cache"),
             "HELM_CONFIG_HOME": str(self.root / "helm" / "config"),
             "HELM_DATA_HOME": str(self.root / "helm" / "data"),
+            # kubectl caches discovery by server address, the same 127.0.0.1:6443 in every
+            # cluster's node: each cluster keeps its own.
+            "KUBECACHEDIR": str(self.root / "kube-cache"),
         }
 
     def run(

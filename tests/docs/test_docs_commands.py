@@ -135,6 +135,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "the same server line, in the background"
     ),
     "bash .ci/test": NotRun("the test command itself: it runs this test"),
+    # BENCHMARKS.md, "The cluster tests"
+    ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster": NotRun(
+        "the test command runs tests/cluster itself, after this test's run"
+    ),
+    ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_rollouts.py": NotRun(
+        "one module of tests/cluster, which the test command runs whole"
+    ),
     "bash .ci/setup dev": NotRun("the test command's own set-up, which it runs first"),
     # docs/integration.md: the Java client's tests, which the test command runs itself
     "(cd examples/java && mvn -q -B verify)": NotRun(
@@ -378,10 +385,12 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ),
     # docs/service.md, "Changing a running deployment"
     "kubectl rollout status": NotRun(
-        "needs a cluster; tests/rollout/ rolls each procedure out on loopback instead"
+        "a word of the procedures, not a whole command: tests/cluster/test_cluster_rollouts.py "
+        "runs `kubectl rollout status deployment/basra-rules` after each step on the cluster"
     ),
     "kubectl rollout restart deployment/<release>": NotRun(
-        "needs a cluster; tests/rollout/ restarts pods with a renewed certificate instead"
+        "tests/cluster/test_cluster_rollouts.py runs it on the cluster with the release's name, "
+        "after renewing the certificate's Secret"
     ),
     # docs/determinism.md
     ".venv/bin/basra-rules play --seed 6578616d706c65 --record /tmp/match.json": Run(
