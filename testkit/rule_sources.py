@@ -1,8 +1,8 @@
 """Where the rules and their worked examples are: docs/rules.md and the copies in tests/data/.
 
-The repository holds everything the rules tests read. In this project's CI the read-only
-specification the project started from also lies beside the repository (`../shared`); the
-tests that compare the copies with it run only where it exists.
+The repository holds everything the rules tests read: the worked examples, the two source
+documents their quotes come from (tests/data/seeds/*.txt) and the test vectors, copied from
+the specification the project started from.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ RULES_PAGE = REPO / "docs" / "rules.md"
 DATA = REPO / "tests" / "data"
 VECTORS = DATA / "vectors"
 SEED_EXAMPLES = DATA / "seeds" / "examples.json"
-SHARED = REPO.parent / "shared"
 
 _ID = r"([a-z]+(?:\.[a-z0-9-]+)+)"
 # A rule as docs/rules.md states it, its id bold and in brackets: **[plans.order]**; a rule

