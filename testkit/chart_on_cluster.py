@@ -11,22 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
-
 from testkit.cluster import Cluster
 from testkit.deployment import CHART_DIR
+from testkit.metrics_files import counter_total
 
 CHART_IMAGE = ("--set", "image.repository=basra-rules", "--set", "image.pullPolicy=Never")
 RULES_SERVICE = "basra.v1.RulesService"
@@ -158,22 +153,6 @@ def ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def counter_total(files: Sequence[Path], family: str, labels: Mapping[str, str]) -> float:
-    """A family's samples with the given labels, summed, read from multiprocess files the way
-    /metrics reads them (prometheus-client's MultiProcessCollector)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        for path in files:
-            shutil.copy2(path, Path(scratch) / path.name)
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, scratch)  # type: ignore[no-untyped-call]
-        return sum(
-            sample.value
-            for metric in registry.collect()
-            for sample in metric.samples
-            if sample.name == family and all(sample.labels.get(k) == v for k, v in labels.items())
-        )
-
-
 def install(
     cluster: Cluster, name: str, namespace: str, values: Sequence[str] = (), wait: bool = True
 ) -> Release:
@@ -204,11 +183,6 @@ def uninstall_all(cluster: Cluster, seconds: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"pods of uninstalled releases still there after {seconds} s")
         time.sleep(0.5)
-
-
-def by_pod(calls: Mapping[str, Mapping[str, float]]) -> Counter[str]:
-    """Calls per pod from calls per pod and worker."""
-    return Counter({pod: sum(workers.values()) for pod, workers in calls.items()})
 
 
 def rollout_status(release: Release, seconds: int = 180) -> None:

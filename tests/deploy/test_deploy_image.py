@@ -33,8 +33,6 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from testkit import docker_engine
 from testkit import reflection as reflect
@@ -52,6 +50,7 @@ from testkit.deployment import (
 )
 from testkit.doc_commands import commands
 from testkit.docker_engine import Engine
+from testkit.metrics_files import counter_total
 
 IMAGE = "basra-rules:0.1.0"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
@@ -247,16 +246,8 @@ def _metrics_text(port: int) -> str:
 def _rules_total(directory: Path, family: str, code: str | None = None) -> float:
     """A RulesService counter summed over methods (and codes, unless one is named), from the
     workers' values left in the metrics directory, aggregated as /metrics aggregates them."""
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, str(directory))  # type: ignore[no-untyped-call]
-    return sum(
-        sample.value
-        for metric in registry.collect()
-        for sample in metric.samples
-        if sample.name == family
-        and sample.labels.get("grpc_service") == HEALTH_SERVICE
-        and (code is None or sample.labels.get("grpc_code") == code)
-    )
+    labels = {"grpc_service": HEALTH_SERVICE, **({"grpc_code": code} if code else {})}
+    return counter_total(sorted(directory.glob("*.db")), family, labels)
 
 
 def _spread_calls(target: str, connections: int) -> int:
