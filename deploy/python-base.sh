@@ -12,7 +12,8 @@
 # Debian's passwd package. The interpreter is the suite's python3 (trixie: 3.13). The host's CA
 # bundle replaces Debian's, so that pip inside a build trusts what this host trusts (a
 # company proxy's certificate, say). pip, setuptools and wheel come from PyPI (or the index
-# this host's pip is configured with), downloaded by this host's python3.
+# this host's pip is configured with) at the versions and hashes of deploy/python-base.lock,
+# downloaded by this host's python3.
 set -euo pipefail
 out=${1:?usage: deploy/python-base.sh OUTPUT.tar [SUITE [MIRROR]]}
 suite=${2:-trixie}
@@ -28,7 +29,7 @@ debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,pas
   || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
 
 "$python" -m pip download --quiet --only-binary=:all: --dest "$work/wheels" \
-  pip setuptools wheel
+  --require-hashes -r "$(dirname "$0")/python-base.lock"
 mkdir -p "$root/tmp/wheels"
 cp "$work"/wheels/*.whl "$root/tmp/wheels/"
 rm -f "$root"/usr/lib/python3*/EXTERNALLY-MANAGED

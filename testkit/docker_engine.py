@@ -30,6 +30,7 @@ from testkit import commands
 from testkit.deployment import REPO
 
 BASE_SCRIPT = REPO / "deploy" / "python-base.sh"
+BASE_LOCK = REPO / "deploy" / "python-base.lock"
 CACHE_DIR = REPO / ".cache" / "python-base"
 BASE_SUITE = "trixie"
 BASE_TAG = f"basra-python-base:{BASE_SUITE}"
@@ -199,7 +200,7 @@ def _stop(engine: Engine) -> None:
 
 def base_tarball() -> tuple[Path, bool]:
     """The cached base root filesystem, made first if missing; and whether it was made now."""
-    digest = hashlib.sha256(BASE_SCRIPT.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(BASE_SCRIPT.read_bytes() + BASE_LOCK.read_bytes()).hexdigest()[:12]
     tarball = CACHE_DIR / f"{BASE_SUITE}-{digest}.tar"
     if tarball.is_file():
         return tarball, False

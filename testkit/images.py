@@ -43,7 +43,10 @@ def archives(tags: Sequence[str] = (IMAGE,)) -> list[Path]:
     base_script = REPO / "deploy" / "python-base.sh"
     project = _cached(
         "basra-rules",
-        _digest([base_script, *(REPO / f for f in context_files())], extra=" ".join(tags)),
+        _digest(
+            [base_script, docker_engine.BASE_LOCK, *(REPO / f for f in context_files())],
+            extra=" ".join(tags),
+        ),
     )
     pause = _cached("pause", _digest([PAUSE], extra=PAUSE_IMAGE))
     if project.is_file() and pause.is_file():

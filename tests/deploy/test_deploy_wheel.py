@@ -4,9 +4,12 @@ Exactly what deploy/Dockerfile copies into its build stage is copied into a temp
 directory outside the checkout; the Dockerfile's generate step runs there; `python -m build`
 makes the sdist and, from the sdist, the wheel (without build isolation, as the image builds
 it); the wheel goes into a fresh virtual environment holding the locked runtime versions and
-nothing else (installed by uv, the lock's own tool; the image installs the same lock with pip). That
-environment then serves every RPC from a working directory outside the checkout, plays a match
-and verifies its record, with no path of the repository importable.
+nothing else (installed by uv, the lock's own tool; the image installs the same lock with pip),
+once at each end of what its metadata admits: the newest versions (deploy/requirements.lock,
+what the image runs) and the lowest (deploy/requirements-lowest.lock, uv's lowest-direct
+resolution of pyproject.toml's floors). Each environment then serves every RPC from a working
+directory outside the checkout, plays a match and verifies its record, with no path of the
+repository importable.
 """
 
 from __future__ import annotations
@@ -24,27 +27,42 @@ from pathlib import Path
 
 import grpc
 import pytest
+from basra.v1 import rules_pb2 as pb
+from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from packaging.utils import canonicalize_name
 
-from testkit import harness
+from testkit import harness, otlp
 from testkit import reflection as reflect
 from testkit.deployment import REPO, copy_build_sources, read_lock
+from testkit.pki import make_pki
 
 SHIPPED = ("engine", "wire", "service", "clients")
 NEVER_SHIPPED = ("tests", "testkit", "benchmarks")
 STEP_SECONDS = 300.0
 
 
+# Both ends of the runtime ranges pyproject.toml declares, each a lock with hashes.
+LOCKS = ("requirements.lock", "requirements-lowest.lock")
+
+
 @dataclass(frozen=True)
-class Installed:
-    """The built distributions and the environment the wheel was installed into."""
+class Built:
+    """The sdist and wheel, built outside the checkout."""
 
     root: Path
     wheel: Path
     sdist: Path
-    venv: Path
     build_output: str
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The wheel installed into a venv of one lock's versions."""
+
+    root: Path
+    lock: str
+    venv: Path
 
     @property
     def command(self) -> list[str]:
@@ -83,8 +101,8 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def installed() -> Iterator[Installed]:
-    """Build the sdist and wheel outside the checkout and install the wheel into a new venv."""
+def built() -> Iterator[Built]:
+    """Build the sdist and wheel outside the checkout."""
     root = Path(tempfile.mkdtemp(prefix="basra-wheel-"))
     assert not root.is_relative_to(REPO)
     src = root / "src"
@@ -93,7 +111,7 @@ def installed() -> Iterator[Installed]:
     # The Dockerfile's generate step (this environment holds the code generator).
     _run([sys.executable, "proto/generate.py"], src, env)
     # `python -m build`: the sdist, then the wheel from the unpacked sdist. Without build
-    # isolation, as the image builds: this environment's setuptools stands for the locked one.
+    # isolation, as the image builds: this environment's setuptools is the locked one.
     dist = root / "dist"
     output = _run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(src)],
@@ -102,18 +120,26 @@ def installed() -> Iterator[Installed]:
     )
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
-    # A venv with nothing in it (no pip either), filled by uv, the lock's own tool (the image
-    # installs the same lock with pip): the locked runtime versions by hash, then the wheel.
-    venv = root / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root, env)
-    runtime_lock = str(src / "deploy" / "requirements.lock")
-    _run([*_uv(venv, "install"), "--require-hashes", "-r", runtime_lock], root, env)
-    _run([*_uv(venv, "install"), "--no-deps", str(wheel)], root, env)
-    _run(_uv(venv, "check"), root, env)
     try:
-        yield Installed(root, wheel, sdist, venv, output)
+        yield Built(root, wheel, sdist, output)
     finally:
         subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+@pytest.fixture(scope="module", params=LOCKS)
+def installed(request: pytest.FixtureRequest, built: Built) -> Iterator[Installed]:
+    """The wheel in a new venv holding one lock's runtime versions and nothing else."""
+    lock: str = request.param
+    root = Path(tempfile.mkdtemp(prefix="basra-venv-", dir=built.root))
+    env = _clean_env()
+    # A venv with nothing in it (no pip either), filled by uv, the lock's own tool (the image
+    # installs the newest lock with pip): the locked runtime versions by hash, then the wheel.
+    venv = root / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root, env)
+    _run([*_uv(venv, "install"), "--require-hashes", "-r", str(REPO / "deploy" / lock)], root, env)
+    _run([*_uv(venv, "install"), "--no-deps", str(built.wheel)], root, env)
+    _run(_uv(venv, "check"), root, env)
+    yield Installed(root, lock, venv)
 
 
 def _uv(venv: Path, command: str) -> list[str]:
@@ -130,17 +156,17 @@ def _tree_modules(package: str) -> set[str]:
     }
 
 
-def test_the_build_prints_no_warning(installed: Installed) -> None:
+def test_the_build_prints_no_warning(built: Built) -> None:
     """No deprecation (the `project.license` table was one) and no missing file."""
-    lowered = installed.build_output.lower()
+    lowered = built.build_output.lower()
     for word in ("deprecat", "setuptoolswarning", "userwarning", "cannot be found"):
-        assert word not in lowered, installed.build_output[-3000:]
+        assert word not in lowered, built.build_output[-3000:]
 
 
-def test_the_wheel_ships_every_module_of_the_tree_and_nothing_else(installed: Installed) -> None:
+def test_the_wheel_ships_every_module_of_the_tree_and_nothing_else(built: Built) -> None:
     """Every .py of engine/, wire/, service/ and clients/, the generated contract, the package data;
     nothing of tests/, testkit/ or benchmarks/."""
-    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    names = set(zipfile.ZipFile(built.wheel).namelist())
     for package in SHIPPED:
         missing = _tree_modules(package) - names
         assert not missing, f"not in the wheel: {sorted(missing)}"
@@ -155,9 +181,9 @@ def test_the_wheel_ships_every_module_of_the_tree_and_nothing_else(installed: In
     assert shipped_py == set().union(*(_tree_modules(p) for p in SHIPPED)), "a module not in tree"
 
 
-def test_the_sdist_holds_the_sources_and_no_test_machinery(installed: Installed) -> None:
+def test_the_sdist_holds_the_sources_and_no_test_machinery(built: Built) -> None:
     """The sdist (the wheel was built from it) carries the same modules and the metadata."""
-    with tarfile.open(installed.sdist) as archive:
+    with tarfile.open(built.sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for package in SHIPPED:
         assert _tree_modules(package) <= names
@@ -175,7 +201,7 @@ def test_the_environment_holds_exactly_the_locked_versions(installed: Installed)
         canonicalize_name(d["name"]): d["version"]
         for d in json.loads(listing[listing.index("[") :].splitlines()[0])
     }
-    _, pins = read_lock(REPO / "deploy" / "requirements.lock")
+    _, pins = read_lock(REPO / "deploy" / installed.lock)
     assert found.pop("basra-rules") == "0.1.0"
     assert found == {name: pin.version for name, pin in pins.items()}
 
@@ -243,3 +269,42 @@ def test_the_installed_server_serves_every_rpc_plays_and_verifies(installed: Ins
         assert served == {f"{reflect.RULES_SERVICE}/{name}" for name in reflect.RULE_RPCS}
     finally:
         assert server.stop(30) == 0
+
+
+@pytest.mark.timeout(STEP_SECONDS)
+def test_the_installed_server_traces_over_mutual_tls(installed: Installed) -> None:
+    """The optional parts run on the installed versions too: mutual TLS (cryptography reads and
+    checks the files at start) and tracing (the OpenTelemetry SDK exports a span per call)."""
+    (installed.root / "pki").mkdir(exist_ok=True)
+    pki = make_pki(installed.root / "pki")
+    with otlp.receiving() as receiver:
+        env = {
+            **_clean_env(),
+            "BASRA_TLS_CERT": pki.server.cert_path,
+            "BASRA_TLS_KEY": pki.server.key_path,
+            "BASRA_TLS_CLIENT_CA": pki.ca.cert_path,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        server = harness.start(
+            ["--tracing", "--workers", "1"],
+            program=installed.command,
+            cwd=installed.elsewhere,
+            env=env,
+            inherit_env=False,
+        )
+        try:
+            client = grpc.ssl_channel_credentials(pki.ca.cert, pki.client.key, pki.client.cert)
+            with grpc.secure_channel(server.target, client) as channel:
+                stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+                stub.NewMatch(pb.NewMatchRequest(seed=b"both ends"), timeout=10)
+            anonymous = grpc.ssl_channel_credentials(pki.ca.cert)
+            with grpc.secure_channel(server.target, anonymous) as channel:
+                stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+                with pytest.raises(grpc.RpcError) as refused:
+                    stub.NewMatch(pb.NewMatchRequest(seed=b"both ends"), timeout=10)
+                assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+            (span,) = receiver.wait_for(lambda s: s.name.endswith("/NewMatch"))
+            assert span.resource.get("service.name") == "basra-rules", span.resource
+        finally:
+            assert server.stop(30) == 0

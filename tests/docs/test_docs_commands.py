@@ -117,8 +117,9 @@ IMAGE_TEST = (
 )
 DOCKER = NotRun(IMAGE_TEST)
 LOCK = NotRun(
-    "rewrites a committed lock file; tests/deploy/test_deploy_lock.py checks that the lock "
-    "satisfies pyproject.toml and records exactly this command"
+    "rewrites the committed lock files to that day's newest versions; "
+    "tests/deploy/test_deploy_lock.py checks that each lock satisfies pyproject.toml and "
+    "records the command this one runs"
 )
 FUZZ = NotRun(
     "tests/fuzz at thousands of examples per property takes many minutes; the test command "
@@ -363,14 +364,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "docker build -f deploy/Dockerfile --build-arg PYTHON_IMAGE=basra-python-base:trixie "
         "-t basra-rules:0.1.0 ."
     ): DOCKER,
-    (
-        ".venv/bin/uv pip compile pyproject.toml --universal --python-version 3.11 "
-        "--generate-hashes -o deploy/requirements.lock"
-    ): LOCK,
-    (
-        ".venv/bin/uv pip compile deploy/build-requirements.in -c deploy/requirements.lock "
-        "--universal --python-version 3.11 --generate-hashes -o deploy/build-requirements.lock"
-    ): LOCK,
+    "bash .ci/lock": LOCK,
     (
         "docker run --rm --read-only --tmpfs /tmp --tmpfs /var/run/basra/metrics --cap-drop ALL "
         "--security-opt no-new-privileges --user 10001:10001 --stop-timeout 30 -e BASRA_WORKERS=2 "
