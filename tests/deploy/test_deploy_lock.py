@@ -56,7 +56,9 @@ def _dependencies() -> list[str]:
 def _project_lock() -> dict[str, str]:
     """uv.lock's version of each package, by canonical name."""
     lock = tomllib.loads(PROJECT_LOCK.read_text())
-    return {canonicalize_name(p["name"]): p["version"] for p in lock["package"] if "version" in p}
+    return {
+        str(canonicalize_name(p["name"])): p["version"] for p in lock["package"] if "version" in p
+    }
 
 
 def _generator() -> str:
@@ -101,11 +103,11 @@ def test_the_generated_code_and_the_declared_floors_agree() -> None:
     one version everywhere (pyproject.toml's group, the image's build input, uv.lock), and the
     checked-out gen/ was written by it."""
     generator = _generator()
-    floors = {}
+    floors: dict[str, str] = {}
     for line in _dependencies():
         wanted = Requirement(line)
         (floor,) = (s for s in wanted.specifier if s.operator == ">=")
-        floors[canonicalize_name(wanted.name)] = floor.version
+        floors[str(canonicalize_name(wanted.name))] = floor.version
     for name in GRPC_FAMILY:
         assert floors[name] == generator, f"{name}'s floor is not the generator's {generator}"
     assert f"grpcio-tools=={generator}" in BUILD_INPUT.read_text().splitlines()
