@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import io
 import os
 import signal
 import statistics
@@ -27,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from basra.v1 import rules_pb2 as pb
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, empty_pb2, proto
 from google.protobuf.descriptor import FileDescriptor
 from grpc_health.v1 import health_pb2
 
@@ -315,16 +316,15 @@ def protoset(directory: Path) -> Path:
 
 
 def _delimited(requests: Sequence[bytes]) -> bytes:
-    """The requests as ghz's --binary-file reads several: each after its varint length."""
-    out = bytearray()
+    """The requests as ghz's --binary-file reads several: each after its length, as protobuf
+    writes a length-prefixed message (each request read as an Empty whose unknown fields are
+    all of it, which protobuf writes back as they came)."""
+    out = io.BytesIO()
     for request in requests:
-        size = len(request)
-        while size >= 0x80:
-            out.append(size & 0x7F | 0x80)
-            size >>= 7
-        out.append(size)
-        out += request
-    return bytes(out)
+        message = empty_pb2.Empty.FromString(request)
+        assert message.SerializeToString() == request, "a request protobuf would not write back"
+        proto.serialize_length_prefixed(message, out)
+    return out.getvalue()
 
 
 def _measure_ghz(
