@@ -21,6 +21,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -169,6 +170,29 @@ def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
             )
             line = running.enter_context(_running(process))
         yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
+
+
+@contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    """A temporary detached git worktree of `rev` with its gRPC code generated; removed after
+    (so that a run measures a commit, not the uncommitted work in a shared checkout)."""
+    with tempfile.TemporaryDirectory(prefix="basra-tree-") as parent:
+        tree = Path(parent) / "tree"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), rev],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            subprocess.run(
+                [sys.executable, "proto/generate.py"], cwd=tree, check=True, capture_output=True
+            )
+            yield tree
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False
+            )
 
 
 @contextmanager
