@@ -37,11 +37,12 @@ then the wrapped behaviour):
 - plan generation: the legal moves of the Apply's answer, one timed plan generation per
   card (what such a child span would measure).
 
-With --baseline TREE it compares this checkout with another one (a `git worktree` of the
-commit before a change, say) in the same run: it runs this benchmark in each checkout in turn,
-`--rounds` times in alternating order, each run a process of its own started from that
-checkout's root (so it imports that checkout's engine/ and service/), and prints per row the
-median of each checkout's runs and the median of the ratios of the runs paired by round:
+With --baseline TREE it compares this checkout with another one (a `git worktree` of main,
+say, to measure a change before it is merged) in the same run: it runs this benchmark in each
+checkout in turn, `--rounds` times in alternating order, each run a process of its own started
+from that checkout's root (so it imports that checkout's engine/ and service/; its --json-out
+must hold "rows", as this one's does), and prints per row the median of each checkout's runs
+and the median of the ratios of the runs paired by round:
     taskset -c 1 .venv/bin/python -m benchmarks.hot_path --baseline ../before --rounds 5
 """
 
@@ -419,18 +420,6 @@ def measure_here(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     return 0
 
 
-def _rows_of(report: dict[str, Any]) -> dict[str, float]:
-    """Each row's median µs from a --json-out file of this benchmark, of any checkout."""
-    # Earlier versions of this benchmark (to 2026-12-01) wrote "medians" with --tracing, and
-    # otherwise old/new pairs per row, "new" being that checkout's service, and named the
-    # engine's row "(shared)": read so, a checkout of those days can be the baseline.
-    rows = report.get("rows") or report["medians"]
-    return {
-        name.removesuffix(" (shared)"): value["new"] if isinstance(value, dict) else value
-        for name, value in rows.items()
-    }
-
-
 def compare(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     """--baseline: this checkout and another in alternating processes; per row the ratio."""
     started = now()
@@ -452,7 +441,7 @@ def compare(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
                 if done.returncode != 0:
                     print(f"{name} ({trees[name]}) failed:\n{done.stderr}", file=sys.stderr)
                     return 1
-                runs[name].append(_rows_of(json.loads(out.read_text())))
+                runs[name].append(json.loads(out.read_text())["rows"])
     print(
         f"# {header('hot_path', started, argv)}; {args.rounds} runs per checkout of "
         f"{args.repeats} repeats, alternating; baseline {trees['baseline']}"

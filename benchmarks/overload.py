@@ -18,9 +18,7 @@ p99 and max latency, and failures.
 
 Variants: `bare` is the limit of this stack, a plain grpcio server answering a no-op (health
 Check) on the same machine (benchmarks.bench_server --bare), capacity only and once per run;
-`before` is the server of another revision (default ad316a8, the commit this work
-started from), run from a temporary git worktree of it (`git worktree add --detach`, removed at
-the end) with its own generated code; `sync` is this tree's server (grpc's thread pool).
+`sync` is this tree's server (grpc's thread pool).
 A variant may add settings of `basra-rules serve` after slashes (`sync/admission-limit=32`);
 `/threads=N` (the sync server's threads) and `/switch=S` (the workers' GIL switch interval,
 seconds) run benchmarks.bench_server instead: the service's own server builder with that
@@ -32,7 +30,7 @@ deploy/grpc-service-config.json into every channel (`grpc.service_config`,
 published policy says; `closed` keeps the in-flight count full, sending the next call the
 moment one ends, however it ended (a client that retries in a loop and ignores RetryInfo).
 
-    .venv/bin/python -m benchmarks.overload                          # 1 run: bare, before, sync
+    .venv/bin/python -m benchmarks.overload                          # 1 run: bare, sync
     nice -n 10 .venv/bin/python -m benchmarks.overload --runs 3 --json overload.json
     .venv/bin/python -m benchmarks.overload --variants sync --rpcs Apply --seconds 5
 
@@ -48,9 +46,7 @@ import contextlib
 import multiprocessing
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -77,8 +73,7 @@ from benchmarks.servers import (
 from testkit import ghz_data
 from testkit.actions import action_to_proto, play_match
 
-BEFORE_REV = "ad316a8"
-VARIANT_NAMES = ("bare", "before", "sync")
+VARIANT_NAMES = ("bare", "sync")
 BARE = "bare"
 SERVICE_CONFIG = ROOT / "deploy" / "grpc-service-config.json"
 RPCS = ("NewMatch", "Apply", "LegalMoves", "PlayerView", "Replay", "SuggestMove")
@@ -479,12 +474,13 @@ def run_phase(
 def server_of(
     variant: str, tree: Path | None, workers: int, health: bool = False
 ) -> Iterator[Server]:
-    """The server a variant names: `before` or `sync`, then `/flag=value` settings of
+    """The server a variant names: `sync`, then `/flag=value` settings of
     `basra-rules serve` (`sync/admission-limit=32`); with `/threads=N` (work threads),
     `/switch=S` (GIL switch interval), `/pending=N` (calls core holds before the intake) or
     `/grpc-limit=N` (grpcio's `maximum_concurrent_rpcs`),
     through benchmarks.bench_server (the service's own builder); `bare`, the plain grpcio
-    server. With `health`, `basra-rules serve` has its health port on."""
+    server. With `tree`, the `basra-rules serve` of that checkout (benchmarks.overload_ghz
+    --tree); with `health`, its health port on."""
     if variant == BARE:
         with bare_server() as bare:
             yield bare
@@ -522,7 +518,7 @@ def server_of(
         yield server
 
 
-def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace) -> list[Phase]:
+def run_rpc(variant: str, rpc: str, args: argparse.Namespace) -> list[Phase]:
     """Capacity, then each overload factor, on a fresh server of `variant` (`bare`: its no-op,
     capacity only)."""
     bare = variant == BARE
@@ -530,7 +526,7 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
     path = HEALTH_PATH if bare else PATHS[rpc]
     factors = [] if bare else args.factors
     phases: list[Phase] = []
-    with server_of(variant, tree, args.workers) as server:
+    with server_of(variant, None, args.workers) as server:
         asyncio.run(  # warm-up: imports, caches, connections
             drive(
                 server.address,
@@ -577,37 +573,14 @@ def run_rpc(variant: str, tree: Path | None, rpc: str, args: argparse.Namespace)
     return phases
 
 
-@contextlib.contextmanager
-def worktree(rev: str) -> Iterator[Path]:
-    """A temporary detached git worktree of `rev` with its gRPC code generated; removed after."""
-    with tempfile.TemporaryDirectory(prefix="basra-before-") as parent:
-        tree = Path(parent) / "tree"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(tree), rev],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
-        try:
-            subprocess.run(
-                [sys.executable, "proto/generate.py"], cwd=tree, check=True, capture_output=True
-            )
-            yield tree
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False
-            )
-
-
-def one_run(number: int, args: argparse.Namespace, before: Path | None) -> list[Phase]:
+def one_run(number: int, args: argparse.Namespace) -> list[Phase]:
     """Every variant and RPC once; the variants' order turns from run to run."""
     variants = list(args.variants)
     shift = number % len(variants)
     phases: list[Phase] = []
     for variant in variants[shift:] + variants[:shift]:
-        tree = before if variant.split("/")[0] == "before" else None
         for rpc in ["no-op"] if variant == BARE else args.rpcs:
-            ran = run_rpc(variant, tree, rpc, args)
+            ran = run_rpc(variant, rpc, args)
             phases += ran
             for phase in ran:
                 print(line(phase), flush=True)
@@ -696,7 +669,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; print each phase, then the medians over the runs."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.overload", description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--variants", type=lambda s: s.split(","), default=[BARE, "before", "sync"])
+    parser.add_argument("--variants", type=lambda s: s.split(","), default=[BARE, "sync"])
     parser.add_argument("--rpcs", type=lambda s: s.split(","), default=["SuggestMove", "Apply"])
     parser.add_argument(
         "--factors",
@@ -708,7 +681,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--clients", type=int, default=2, help="load generator processes")
     parser.add_argument("--callers", choices=("once", "retry", "closed"), default="once")
-    parser.add_argument("--before", default=BEFORE_REV, help="revision of the 'before' variant")
     parser.add_argument("--json", type=Path, help="write every phase and the medians here")
     args = parser.parse_args(argv)
     unknown = sorted({v.split("/")[0] for v in args.variants} - set(VARIANT_NAMES))
@@ -718,12 +690,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = now()
     print(header("overload", started, argv), flush=True)
     phases: list[Phase] = []
-    with contextlib.ExitStack() as stack:
-        wanted = any(v.split("/")[0] == "before" for v in args.variants)
-        before = stack.enter_context(worktree(args.before)) if wanted else None
-        for number in range(args.runs):
-            print(f"run {number + 1} of {args.runs}", flush=True)
-            phases += one_run(number, args, before)
+    for number in range(args.runs):
+        print(f"run {number + 1} of {args.runs}", flush=True)
+        phases += one_run(number, args)
     rows = medians(phases)
     print(f"\nmedians of {args.runs} run(s):\n{table(rows)}")
     finish(args.json, started, argv, {"phases": [asdict(p) for p in phases], "medians": rows})

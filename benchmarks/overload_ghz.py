@@ -50,7 +50,7 @@ from typing import Any
 
 from benchmarks import overload
 from benchmarks.measure import finish, header, load_average, now, percentile
-from benchmarks.servers import ROOT, cpu_seconds
+from benchmarks.servers import ROOT, cpu_seconds, worktree
 
 GHZ = ROOT / ".ci" / "tools" / "go" / "bin" / "ghz"
 DATA = {"SuggestMove": "suggest_move.json", "Apply": "apply.json"}
@@ -350,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header("overload_ghz", started, argv), flush=True)
     phases: list[Phase] = []
     with contextlib.ExitStack() as stack:
-        tree = stack.enter_context(overload.worktree(args.tree)) if args.tree else None
+        tree = stack.enter_context(worktree(args.tree)) if args.tree else None
         for number in range(args.runs):
             print(f"run {number + 1} of {args.runs}", flush=True)
             shift = number % len(args.variants)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import io
 import os
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from basra.v1 import rules_pb2 as pb
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, empty_pb2, proto
 from google.protobuf.descriptor import FileDescriptor
 from grpc_health.v1 import health_pb2
 
@@ -168,6 +170,29 @@ def _bench_server(flags: Sequence[str]) -> Iterator[Server]:
             )
             line = running.enter_context(_running(process))
         yield Server(f"127.0.0.1:{port}", tuple(int(p) for p in line[2:]))
+
+
+@contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    """A temporary detached git worktree of `rev` with its gRPC code generated; removed after
+    (so that a run measures a commit, not the uncommitted work in a shared checkout)."""
+    with tempfile.TemporaryDirectory(prefix="basra-tree-") as parent:
+        tree = Path(parent) / "tree"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), rev],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            subprocess.run(
+                [sys.executable, "proto/generate.py"], cwd=tree, check=True, capture_output=True
+            )
+            yield tree
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False
+            )
 
 
 @contextmanager
@@ -315,16 +340,15 @@ def protoset(directory: Path) -> Path:
 
 
 def _delimited(requests: Sequence[bytes]) -> bytes:
-    """The requests as ghz's --binary-file reads several: each after its varint length."""
-    out = bytearray()
+    """The requests as ghz's --binary-file reads several: each after its length, as protobuf
+    writes a length-prefixed message (each request read as an Empty whose unknown fields are
+    all of it, which protobuf writes back as they came)."""
+    out = io.BytesIO()
     for request in requests:
-        size = len(request)
-        while size >= 0x80:
-            out.append(size & 0x7F | 0x80)
-            size >>= 7
-        out.append(size)
-        out += request
-    return bytes(out)
+        message = empty_pb2.Empty.FromString(request)
+        assert message.SerializeToString() == request, "a request protobuf would not write back"
+        proto.serialize_length_prefixed(message, out)
+    return out.getvalue()
 
 
 def _measure_ghz(

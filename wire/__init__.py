@@ -6,6 +6,6 @@
   verifies and `basra-rules load` seals.
 - `tls`: TLS files read and checked, as `serve` reads its own and `play` and `load` theirs.
 
-The one part of engine/ that knows the wire contract (basra.v1) and reads files; the rules
-below it never import it.
+A package beside engine/, shared by service/ and clients/: it knows the wire contract
+(basra.v1) and reads files, which engine/ never does; engine/ never imports it.
 """

@@ -211,8 +211,8 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "/tmp/run3.json"
     ): NotRun("reads the files of the loop above; the merge of two runs is run below"),
     (
-        ".venv/bin/python -m benchmarks.overload --variants bare,before,sync --before 4ebdd66 "
-        "--runs 3 --json /tmp/overload.json"
+        ".venv/bin/python -m benchmarks.overload --variants bare,sync --runs 3 "
+        "--json /tmp/overload.json"
     ): Run(extra=SHORT_OVERLOAD),
     ".venv/bin/basra-rules serve --workers 2 --log-level warning": Serve(),
     ".venv/bin/python -m benchmarks.load_bench --defaults --runs 5 --rounds 4 --calls 4000": Run(

@@ -6,7 +6,8 @@ Every request is sent through the server's own request reader, handlers and resp
 serializer, and the outcome is written down as it comes. Everything is fixed: the seeds, the
 random choices (seeded generators), the signing keys (TEST-ONLY, below) and the seed NewMatch
 draws when it is sent none. Running the command twice writes the same files (map entries,
-whose order the encoder may change, are stored sorted: see testkit.golden.canonical).
+whose order the encoder may change, are stored in protobuf's deterministic order, sorted by
+key: see testkit.golden.canonical; four Replay refusals recorded before keep theirs).
 
 Re-record only for an intended change of the contract, and say so in the commit: the corpus
 is the proof that a change of the implementation left every response byte-identical.
