@@ -159,13 +159,19 @@ class WorkerProbes:
                 probed.answered = time.monotonic()
 
     def hung(self, now: float) -> list[Hung]:
-        """The workers whose latest probe failed or has gone unanswered past the timeout."""
+        """The workers whose probe went unanswered past the timeout or was answered
+        NOT_SERVING, or whose probes have failed otherwise (gRPC core refusing it under
+        overload, say: the worker answered) for as long as the timeout."""
         found = []
         with self._lock:
             for slot, probed in self._probed.items():
                 if probed.pending and now - probed.sent >= self.timeout:
                     failure = "DEADLINE_EXCEEDED"
-                elif not probed.pending and probed.failure is not None:
+                elif probed.pending or probed.failure is None:
+                    continue
+                elif probed.failure.startswith("status ") or (
+                    now - probed.answered >= self.timeout
+                ):
                     failure = probed.failure
                 else:
                     continue

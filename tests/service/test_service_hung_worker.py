@@ -45,6 +45,9 @@ RUN_AFTER_REPLACEMENT = 3.0
 # meanwhile (seen in about one run of three). Past that and a new connection, every call is
 # answered.
 RECONNECT_WINDOW = 2.0
+# The flood: more callers than the admission bound lets in, for several probe timeouts.
+FLOOD_THREADS = 80
+FLOOD_SECONDS = 8.0
 # At the least, OK calls a second after the kill (an idle loopback run makes hundreds).
 CALLS_FLOOR = 20
 
@@ -206,13 +209,26 @@ def _probe_until(probes: WorkerProbes, seconds: float) -> list[Any]:
     return []
 
 
+class _Refusing(HealthStatuses):
+    """Health whose Check is refused (as gRPC core refuses calls under overload) when asked."""
+
+    refuse = False
+
+    def Check(self, request: Any, context: Any) -> Any:  # noqa: N802
+        """Refused RESOURCE_EXHAUSTED while `refuse`, else answered."""
+        if self.refuse:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "refused")
+        return super().Check(request, context)
+
+
 def test_the_probes_find_a_worker_that_says_not_serving_or_answers_nothing(
     tmp_path: Path,
 ) -> None:
-    """A worker answering SERVING is never hung; NOT_SERVING is hung at once; a server that
-    stopped answering is hung once its probe has waited the timeout."""
+    """A worker answering SERVING is never hung; NOT_SERVING is hung at once; refusals count
+    once no SERVING answer came for the timeout; a server that stopped answering is hung once
+    its probe has waited the timeout."""
     probes = WorkerProbes(str(tmp_path), interval=0.1, timeout=0.5)
-    health = HealthStatuses()
+    health = _Refusing()
     server = grpc.server(futures.ThreadPoolExecutor(2))
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     assert server.add_insecure_port(probes.address(0))
@@ -227,6 +243,13 @@ def test_the_probes_find_a_worker_that_says_not_serving_or_answers_nothing(
         assert (hung.slot, hung.pid, hung.failure) == (0, 4321, "status 2")
         health.set("", health_pb2.HealthCheckResponse.SERVING)
         probes.watch(0, pid=4322)  # a new worker in the slot: judged afresh
+        assert _probe_until(probes, 1.0) == []
+        health.refuse = True
+        refused = time.monotonic()
+        (hung,) = _probe_until(probes, 3.0)
+        assert hung.failure == "RESOURCE_EXHAUSTED" and time.monotonic() - refused >= 0.4
+        health.refuse = False
+        probes.watch(0, pid=4322)
         assert _probe_until(probes, 1.0) == []
         server.stop(0).wait()
         started = time.monotonic()
@@ -353,4 +376,81 @@ def test_a_lone_hung_worker_turns_the_health_port_not_serving_until_replaced() -
             for signum in (signal.SIGCONT, signal.SIGKILL):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(victim, signum)
+        served.kill()
+
+
+def test_a_worker_flooded_with_the_costliest_calls_is_not_taken_for_hung() -> None:
+    """--workers 1 held full (the admission bound reached) by SuggestMove calls at the largest
+    budget the server allows, for several probe timeouts: its probes are answered, nothing is
+    replaced, and the calls flowed."""
+    served = harness.start(["--workers", "1"], health=True, metrics=True, keep_calls=False)
+    config = Config()
+    budget = pb.BotWork(deals=config.bot_max_deals, nodes=config.bot_max_nodes)
+    stop = threading.Event()
+    answered: list[grpc.StatusCode] = []
+    lock = threading.Lock()
+
+    def flood(channel: grpc.Channel, request: pb.SuggestMoveRequest) -> None:
+        stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        while not stop.is_set():
+            try:
+                stub.SuggestMove(request, timeout=10)
+                code = grpc.StatusCode.OK
+            except grpc.RpcError as error:
+                code = error.code()
+            with lock:
+                answered.append(code)
+
+    checks: list[float] = []
+    check_failures: list[str] = []
+
+    def check() -> None:
+        # The probe's path on the gRPC port (the supervisor's unix socket reaches the same
+        # server): how long its answers take, for the figures.
+        with grpc.insecure_channel(served.target) as own:
+            health = health_pb2_grpc.HealthStub(own)
+            while not stop.wait(0.1):
+                start = time.monotonic()
+                try:
+                    health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+                    checks.append(time.monotonic() - start)
+                except grpc.RpcError as error:
+                    check_failures.append(error.code().name)
+
+    channel = grpc.insecure_channel(served.target)
+    threads: list[threading.Thread] = [threading.Thread(target=check, daemon=True)]
+    try:
+        stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
+        match = stub.NewMatch(pb.NewMatchRequest(seed=b"flood", labels=["a", "b"]), timeout=10)
+        request = pb.SuggestMoveRequest(
+            state=match.state, seat=match.legal_moves.seat, budget=budget
+        )
+        threads += [
+            threading.Thread(target=flood, args=(channel, request), daemon=True)
+            for _ in range(FLOOD_THREADS)
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(FLOOD_SECONDS)
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+        codes = Counter(code.name for code in answered)
+        samples = scrape(served)
+        checks.sort()
+        print(
+            f"\nflood of {FLOOD_SECONDS} s on one worker: {dict(codes)}; health Checks on the "
+            f"gRPC port: {len(checks)} answered, median {checks[len(checks) // 2]:.3f} s, "
+            f"max {checks[-1]:.3f} s, failed {check_failures}"
+        )
+        assert served.find("worker hung, killing and replacing it") == []
+        assert samples['basra_workers_replaced_total{reason="hung"}'] == 0
+        assert served.find("work pool wedged") == []
+        assert codes["OK"] >= FLOOD_SECONDS  # about one call a second at the least
+        assert codes["RESOURCE_EXHAUSTED"] > 0  # the worker was held full: it shed calls
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+        channel.close()
         served.kill()
