@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.config import Config
+from service.config import Config, ConfigError, load
 from service.health_status import HEALTH_NAMES, HealthStatuses
 from service.logs import make_logger
 from service.outcomes import Facts
@@ -194,6 +195,16 @@ def test_a_stopped_worker_is_replaced_and_its_callers_move_on() -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(victim, signum)
         served.kill()
+
+
+def test_the_probe_settings_are_bounded() -> None:
+    """A timeout of 0 would find every worker hung: at least 0.1 s; probes at most a minute
+    apart, 0 turning them off."""
+    assert load(["--worker-probe-timeout-seconds", "0.1"], {}).worker_probe_timeout_seconds == 0.1
+    assert load(["--worker-probe-seconds", "0"], {}).worker_probe_seconds == 0
+    for flags in (["--worker-probe-timeout-seconds", "0"], ["--worker-probe-seconds", "61"]):
+        with pytest.raises(ConfigError, match=flags[0]):
+            load(flags, {})
 
 
 def _probe_until(probes: WorkerProbes, seconds: float) -> list[Any]:
