@@ -8,7 +8,8 @@ out their deadlines. So the supervisor asks each worker a health Check every
 directory of the supervisor's, mode 0700: the socket skips TLS, so only the server's own user
 may reach it). The Check takes the path a call takes: gRPC core, the polling thread, the
 interceptors, a thread of the worker and its interpreter. A worker with a probe unanswered for
---worker-probe-timeout-seconds is hung; workers.py kills and replaces it. Probes run on their
+--worker-probe-timeout-seconds is hung; workers.py takes its listener out of the port
+(`close_listener`), kills it and replaces it. Probes run on their
 own lane (service/admission.py), so they say nothing of the work pool: a worker whose pool
 holds calls and starts or ends none (every thread wedged) answers NOT_SERVING (`PoolWatch`),
 which the parent counts as hung too. What it all means for callers: docs/service.md, "Worker
@@ -17,7 +18,9 @@ model".
 
 from __future__ import annotations
 
+import ctypes
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +44,61 @@ POOL_LOOK_SECONDS = 1.0
 # Why the supervisor replaced a worker: its process ended, or it stopped answering its probes.
 REPLACED_REASONS = ("died", "hung")
 _SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+# pidfd_getfd(2): the same number on every architecture (the syscall table shared since 5.1).
+_PIDFD_GETFD = 438
+_TCP_LISTEN = "0A"
+
+
+def listening_inodes(pid: int, port: int) -> set[str]:
+    """The inodes of the TCP sockets listening on `port` in the network namespace of `pid`."""
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as listing:
+                lines = listing.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found
+
+
+def close_listener(pid: int, port: int) -> str | None:
+    """Take the listening socket of worker `pid` on `port` out of the port's group, so that no
+    new connection lands in a queue that nobody will take (a killed worker's listener goes
+    only after its connections are reset, and the callers that reconnect at once would reach
+    it): shutdown() of a copy of its descriptor, had by pidfd_getfd. Return why it could not
+    be done (no such syscall, no permission: a seccomp profile without it), None when done."""
+    inodes = {f"socket:[{inode}]" for inode in listening_inodes(pid, port)}
+    try:
+        fds = [
+            int(entry)
+            for entry in os.listdir(f"/proc/{pid}/fd")
+            if os.readlink(f"/proc/{pid}/fd/{entry}") in inodes
+        ]
+    except OSError as error:
+        return f"cannot read its descriptors: {error.strerror}"
+    if not fds:
+        return "no listening socket found"
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError as error:
+        return f"pidfd_open: {error.strerror}"
+    try:
+        for target in fds:
+            copy = libc.syscall(_PIDFD_GETFD, pidfd, target, 0)
+            if copy < 0:
+                return f"pidfd_getfd: {os.strerror(ctypes.get_errno())}"
+            with socket.socket(fileno=copy) as listener:
+                listener.shutdown(socket.SHUT_RDWR)
+    finally:
+        os.close(pidfd)
+    return None
 
 
 class ReplacedWorkers(Collector):

@@ -35,7 +35,7 @@ from prometheus_client import multiprocess
 from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
-from service.worker_probes import PoolWatch, ReplacedWorkers, WorkerProbes
+from service.worker_probes import PoolWatch, ReplacedWorkers, WorkerProbes, close_listener
 
 if TYPE_CHECKING:
     from service.health import ProbePort
@@ -372,14 +372,18 @@ def _watch(
                 worker = workers[hung.slot]
                 if hung.slot in vacant or worker.process.pid != hung.pid:
                     continue
-                # SIGKILL, not SIGTERM: a stopped or wedged worker drains nothing. The kernel
-                # resets its connections, so their callers reconnect to the live workers.
+                # Its listener out of the port first, then SIGKILL, not SIGTERM: a stopped or
+                # wedged worker drains nothing. The kernel resets its connections, and their
+                # callers reconnect to the live workers.
+                unclosed = close_listener(hung.pid, port)
                 logger.warning(
                     "worker hung, killing and replacing it",
                     pid=hung.pid,
                     probe=hung.failure,
                     unanswered_seconds=hung.silent_seconds,
                     timeout_seconds=checks.timeout,
+                    listener_closed=unclosed is None,
+                    **({} if unclosed is None else {"listener_open": unclosed}),
                 )
                 worker.process.kill()
                 worker.process.join(EXIT_MARGIN_SECONDS)

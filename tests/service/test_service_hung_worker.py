@@ -8,6 +8,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -27,7 +30,7 @@ from service.health_status import HEALTH_NAMES, HealthStatuses
 from service.logs import make_logger
 from service.outcomes import Facts
 from service.server import SYNC_THREADS, make_handlers
-from service.worker_probes import PoolWatch, WorkerProbes
+from service.worker_probes import PoolWatch, WorkerProbes, close_listener, listening_inodes
 from testkit import harness
 from testkit.calls import scrape, start_server
 from testkit.harness import ServedProcess
@@ -41,14 +44,18 @@ REPLACED_WITHIN = 5.0
 # A call that fails without waiting out its deadline ends well within this.
 FAST_FAILURE = 0.5
 RUN_AFTER_REPLACEMENT = 3.0
-# The kill resets the stopped worker's connections; a channel whose first reconnection fails
-# then waits grpc's initial reconnect backoff (1 s, +-20 % jitter), failing calls at once
+# The kill resets the stopped worker's connections. Where the supervisor could not take its
+# listener out of the port first (no pidfd_getfd), a channel whose reconnection reached that
+# listener waits grpc's initial reconnect backoff (1 s, +-20 % jitter), failing calls at once
 # meanwhile (seen in about one run of three). Past that and a new connection, every call is
-# answered.
+# answered; with the listener out first, every call started after the kill is.
 RECONNECT_WINDOW = 2.0
 # The flood: more callers than the admission bound lets in, for several probe timeouts.
 FLOOD_THREADS = 80
 FLOOD_SECONDS = 8.0
+# Connections made once a listener left the port: with two in the group, each would reach the
+# one that left with a chance of one half, were it still there.
+CONNECTIONS = 40
 # At the least, OK calls a second after the kill (an idle loopback run makes hundreds).
 CALLS_FLOOR = 20
 
@@ -171,12 +178,14 @@ def test_a_stopped_worker_is_replaced_and_its_callers_move_on() -> None:
             c for c in after if c.code != grpc.StatusCode.OK and c.end - c.start > FAST_FAILURE
         ]
         ok_after = [c for c in after if c.code == grpc.StatusCode.OK]
-        settled = callers.since(gone + RECONNECT_WINDOW)
+        closed = hung[0]["listener_closed"]
+        settled = callers.since(gone + (0.0 if closed else RECONNECT_WINDOW))
         last_failure = max((c.end for c in after if c.code != grpc.StatusCode.OK), default=gone)
         failed = Counter(c.code.name for c in calls if c.code != grpc.StatusCode.OK)
         print(
             f"\nstopped worker {victim}: killed after {gone - stopped:.2f} s (probe: "
-            f"{hung[0]['probe']}, unanswered {hung[0]['unanswered_seconds']} s), a new worker "
+            f"{hung[0]['probe']}, unanswered {hung[0]['unanswered_seconds']} s, listener "
+            f"closed first: {closed}), a new worker "
             f"started after {replaced - stopped:.2f} s and serving after "
             f"{serving - stopped:.2f} s; calls {len(calls)}, failed {dict(failed)}; started "
             f"after the kill: {len(after)} calls, {len(ok_after)} OK, {len(late)} past their "
@@ -465,3 +474,43 @@ def test_a_worker_flooded_with_the_costliest_calls_is_not_taken_for_hung() -> No
             thread.join(15)
         channel.close()
         served.kill()
+
+
+def test_a_listener_taken_out_of_the_port_gets_no_new_connection() -> None:
+    """close_listener: the other process's listener leaves the SO_REUSEPORT group (it no longer
+    listens), and every new connection reaches the listener that stays."""
+    staying = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    staying.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    staying.bind(("127.0.0.1", 0))
+    staying.listen(128)
+    port = staying.getsockname()[1]
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+            f"s.bind(('127.0.0.1', {port}))\n"
+            "s.listen(128)\n"
+            "print('listening', flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline() == "listening\n"
+        assert len(listening_inodes(other.pid, port)) == 2
+        assert close_listener(other.pid, port) is None
+        assert len(listening_inodes(other.pid, port)) == 1
+        staying.settimeout(5)
+        for _ in range(CONNECTIONS):
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                accepted, _ = staying.accept()
+                accepted.close()
+        assert close_listener(other.pid, port) == "no listening socket found"
+    finally:
+        other.kill()
+        other.wait(10)
+        staying.close()
