@@ -154,6 +154,9 @@ class WorkPool(futures.ThreadPoolExecutor):
         self.arriving: str | None = None
         """The RulesService method of the call grpc submits next (set by the interceptor,
         in the same polling thread, just before grpc submits that call)."""
+        self.moved = time.monotonic()
+        """When a call last started or ended here: a pool that holds calls and moves none is
+        wedged (service/worker_probes.py)."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
         """Hold the call from now until it ends; time its wait before it starts."""
@@ -163,10 +166,12 @@ class WorkPool(futures.ThreadPoolExecutor):
 
         def run() -> Any:
             observe_wait(perf_counter() - admitted)
+            self.moved = time.monotonic()
             _running.started = False
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.moved = time.monotonic()
                 # grpc runs no handler for a call whose caller is gone (deadline passed, or
                 # cancelled) by the time a thread takes it: no work was done, and it is counted.
                 if method is not None and not _running.started:

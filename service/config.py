@@ -65,19 +65,20 @@ PORT = Integer(0, 65535)
 
 @dataclass(frozen=True, slots=True)
 class Seconds:
-    """A duration in seconds, fractions allowed, from 0 to a day."""
+    """A duration in seconds, fractions allowed, from `minimum` (0) to a day."""
 
     maximum: float = 86_400
+    minimum: float = 0
 
     def __call__(self, text: str) -> float:
         value = float(text)
-        if not 0 <= value <= self.maximum:
-            raise ValueError(f"seconds must be 0 to {self.maximum:g}")
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(f"seconds must be {self.minimum:g} to {self.maximum:g}")
         return value
 
     def schema(self) -> dict[str, Any]:
         """A number within the bounds."""
-        return {"type": "number", "minimum": 0, "maximum": self.maximum}
+        return {"type": "number", "minimum": self.minimum, "maximum": self.maximum}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,20 @@ class Config:
         "that must not wait behind the work; 0 turns it off",
     )
     workers: int = setting(1, Integer(1), "worker processes sharing the gRPC port (SO_REUSEPORT)")
+    # The supervisor's probes of its own workers (service/worker_probes.py): a worker that
+    # answers none within the timeout is killed and replaced; the defaults find one within
+    # about 3 s, and a probe's answer takes milliseconds even at four times a worker's capacity.
+    worker_probe_seconds: float = setting(
+        1.0,
+        Seconds(60),
+        "how often the supervisor asks each worker a health Check over a private unix socket; "
+        "0 turns the probes off",
+    )
+    worker_probe_timeout_seconds: float = setting(
+        2.0,
+        Seconds(600, minimum=0.1),
+        "a worker that leaves a probe unanswered this long is hung: killed and replaced",
+    )
     log_level: str = setting("info", Choice(LOG_LEVELS), "least severe log level written")
     log_format: str = setting("json", Choice(LOG_FORMATS), "log line format")
     max_message_bytes: int = setting(

@@ -6,8 +6,9 @@ that port; the kernel spreads connections across them. Workers are spawned (fork
 so no gRPC state ever crosses a fork. The parent serves no RulesService call: it serves
 /metrics aggregated from every worker (prometheus-client multiprocess mode) and, with
 --health-port, the probes (service/health.py: its one gRPC server, which nothing else waits
-behind), replaces a worker that dies, and on SIGTERM forwards it to every worker and waits for
-them to drain.
+behind), replaces a worker that dies or hangs (service/worker_probes.py: each worker answers the
+parent's health Checks through its own server, on a private unix socket), and on SIGTERM
+forwards it to every worker and waits for them to drain.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from prometheus_client import multiprocess
 from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
+from service.worker_probes import PoolWatch, ReplacedWorkers, WorkerProbes, close_listener
 
 if TYPE_CHECKING:
     from service.health import ProbePort
@@ -77,10 +80,13 @@ def _on_stop_signals(action: Callable[[], None]) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def worker_main(config: Config, port: int, ready: Connection) -> None:
-    """Run one worker: serve on the shared port until SIGTERM or until the parent is gone."""
+def worker_main(
+    config: Config, port: int, ready: Connection, probe_address: str | None = None
+) -> None:
+    """Run one worker: serve on the shared port (and on `probe_address`, the unix socket of
+    the parent's probes) until SIGTERM or until the parent is gone."""
     logger = make_logger(config.log_level, config.log_format).bind(worker=os.getpid())
-    from service.interceptors import CallObserver  # grpc is imported by workers only
+    from service.interceptors import CallObserver  # the server's parts: workers only
 
     plan_table.install()  # before serving: no reachable floor is searched in a call
 
@@ -97,20 +103,44 @@ def worker_main(config: Config, port: int, ready: Connection) -> None:
     gc.collect()
     gc.freeze()
     try:
-        _serve(config, observer, port, ready, logger)
+        _serve(config, observer, port, ready, logger, probe_address=probe_address)
     finally:
         stop_flushing()  # the calls counted since the last flush, SIGTERM's drain included
         if tracing is not None and not tracing.stop():  # the spans of the drained calls too
             logger.warning("tracing", message="spans still queued at exit were dropped")
 
 
-def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: Logger) -> None:
+def _serve(
+    config: Config,
+    observer: Any,
+    port: int,
+    ready: Connection,
+    logger: Logger,
+    *,
+    probe_address: str | None,
+) -> None:
+    from grpc_health.v1.health_pb2 import HealthCheckResponse
+
+    from service.health_status import HEALTH_NAMES
     from service.server import HANDLERS_SECONDS, HANDLERS_SECONDS_TRACED, build_server
 
     stop = threading.Event()
     _on_stop_signals(stop.set)
     server = build_server(config, observer, port)
+    # The same server answers the parent's probes, so they take the path of every call.
+    if probe_address is not None and not server.server.add_insecure_port(probe_address):
+        raise OSError(f"cannot listen on {probe_address}")
     server.start()
+    pool, admission = server.admission.pool, server.admission.admission
+
+    def set_serving(serving: bool) -> None:
+        for name in HEALTH_NAMES:
+            server.health.set(
+                name, HealthCheckResponse.SERVING if serving else HealthCheckResponse.NOT_SERVING
+            )
+
+    watch = PoolWatch(lambda: admission.held, lambda: pool.moved, set_serving, logger)
+    watch.start()
     ready.send(server.port)
     ready.close()
     parent = os.getppid()
@@ -118,6 +148,7 @@ def _serve(config: Config, observer: Any, port: int, ready: Connection, logger: 
         if os.getppid() != parent:
             logger.warning("parent gone, stopping")
             break
+    watch.stop()
     logger.info("worker stopping", grace_seconds=config.grace_seconds)
     server.stop(
         config.grace_seconds, HANDLERS_SECONDS_TRACED if config.tracing else HANDLERS_SECONDS
@@ -137,12 +168,19 @@ class StartupError(RuntimeError):
     """A worker exited or stayed silent before it started serving."""
 
 
-def _start_worker(config: Config, port: int, slot: int) -> Worker:
-    """Spawn a worker and wait until it serves; refuse if it dies or stays silent."""
+def _start_worker(
+    config: Config, port: int, slot: int, checks: WorkerProbes | None = None
+) -> Worker:
+    """Spawn a worker and wait until it serves; refuse if it dies or stays silent. With
+    `checks`, the worker also serves its probes' socket, and is probed from now on."""
     context = multiprocessing.get_context("spawn")
     reader, writer = context.Pipe(duplex=False)
+    address = None if checks is None else checks.address(slot)
     process = context.Process(
-        target=worker_main, args=(config, port, writer), name=f"basra-worker-{slot}", daemon=False
+        target=worker_main,
+        args=(config, port, writer, address),
+        name=f"basra-worker-{slot}",
+        daemon=False,
     )
     process.start()
     writer.close()
@@ -160,6 +198,8 @@ def _start_worker(config: Config, port: int, slot: int) -> Worker:
         raise
     finally:
         reader.close()
+    if checks is not None and process.pid is not None:
+        checks.watch(slot, process.pid)
     return Worker(slot, process)
 
 
@@ -219,10 +259,26 @@ def supervise(config: Config, logger: Logger) -> int:
         )
         return 1
     metrics.enable_multiprocess(directory)
+    replaced = ReplacedWorkers()
+    checks: WorkerProbes | None = None
     try:
+        if config.worker_probe_seconds > 0:
+            # mkdtemp's mode is 0700: the sockets skip TLS, so only this user may reach them.
+            try:
+                sockets = tempfile.mkdtemp(prefix="basra-probes-")
+            except OSError as error:
+                logger.error(
+                    "cannot make the directory of the worker probes' sockets",
+                    error=metrics.describe_os_error(error),
+                )
+                return 1
+            checks = WorkerProbes(
+                sockets, config.worker_probe_seconds, config.worker_probe_timeout_seconds
+            )
         metrics_port = None
         if config.metrics_port:
             registry = metrics.multiprocess_registry(directory)
+            registry.register(replaced)
             try:
                 metrics_port = metrics.serve(config.host, config.metrics_port, registry)
             except OSError as error:
@@ -235,11 +291,13 @@ def supervise(config: Config, logger: Logger) -> int:
             for slot in range(config.workers):
                 if stopping.is_set():
                     break
-                workers[slot] = _start_worker(config, port, slot)
+                workers[slot] = _start_worker(config, port, slot, checks)
                 if stopping.is_set():  # the signal came while this worker was starting
                     _signal_all(workers, signal.SIGTERM)
         except StartupError as error:
             logger.error("worker failed to start", error=str(error))
+            if checks is not None:
+                checks.close()
             stop()
             _drain(workers, config, logger)
             return 1
@@ -252,6 +310,8 @@ def supervise(config: Config, logger: Logger) -> int:
             metrics_port=metrics_port,
             workers=len(workers),
             pids=[w.process.pid for w in workers.values()],
+            worker_probe_seconds=config.worker_probe_seconds or None,
+            worker_probe_timeout_seconds=config.worker_probe_timeout_seconds if checks else None,
         )
         _watch(
             workers,
@@ -261,13 +321,20 @@ def supervise(config: Config, logger: Logger) -> int:
             stopping=stopping,
             logger=logger,
             probes=probes,
+            checks=checks,
+            replaced=replaced,
         )
+        if checks is not None:
+            checks.close()  # a draining worker stops answering: no probe judges it now
         _drain(workers, config, logger)
         return 0
     finally:
         reservation.close()
         if probes is not None:
             probes.stop()
+        if checks is not None:
+            checks.close()
+            shutil.rmtree(checks.directory, ignore_errors=True)
         if own_dir:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -281,35 +348,105 @@ def _watch(
     stopping: threading.Event,
     logger: Logger,
     probes: ProbePort | None = None,
+    checks: WorkerProbes | None = None,
+    replaced: ReplacedWorkers | None = None,
 ) -> None:
-    """Replace workers that die until asked to stop; while none is alive, the probes say
-    NOT_SERVING."""
+    """Replace workers that die or hang until asked to stop; while none is alive, the probes
+    say NOT_SERVING."""
+    vacant: dict[int, str] = {}  # slot -> why its worker is gone, until a new one serves
     while not stopping.is_set():
-        by_sentinel = {w.process.sentinel: w for w in workers.values()}
-        for sentinel in wait(list(by_sentinel), POLL_SECONDS):
-            if stopping.is_set():
-                return
+        by_sentinel = {w.process.sentinel: w for w in workers.values() if w.slot not in vacant}
+        ended = wait(list(by_sentinel), 0.0 if vacant else POLL_SECONDS)
+        if stopping.is_set():
+            return
+        for sentinel in ended:
             dead = by_sentinel[sentinel]  # type: ignore[index]
             dead.process.join()
             logger.warning(
                 "worker died, replacing it", pid=dead.process.pid, exit_code=dead.process.exitcode
             )
-            if dead.process.pid is not None:
-                multiprocess.mark_process_dead(dead.process.pid, directory)  # type: ignore[no-untyped-call]
-            alive = any(w.process.is_alive() for w in workers.values() if w is not dead)
-            if probes is not None and not alive:
-                probes.serving(False)
-            try:
-                workers[dead.slot] = _start_worker(config, port, dead.slot)
-            except StartupError as error:
-                logger.error("replacement worker failed to start", error=str(error))
-                time.sleep(1.0)  # the dead entry stays; it is retried on the next round
-                continue
-            if probes is not None:
-                probes.serving(True)
-            logger.info("worker replaced", pid=workers[dead.slot].process.pid)
+            vacant[dead.slot] = "died"
+        if checks is not None:
+            now = time.monotonic()
+            for hung in checks.hung(now):
+                worker = workers[hung.slot]
+                if hung.slot in vacant or worker.process.pid != hung.pid:
+                    continue
+                # Its listener out of the port first, then SIGKILL, not SIGTERM: a stopped or
+                # wedged worker drains nothing. The kernel resets its connections, and their
+                # callers reconnect to the live workers.
+                unclosed = close_listener(hung.pid, port)
+                logger.warning(
+                    "worker hung, killing and replacing it",
+                    pid=hung.pid,
+                    probe=hung.failure,
+                    unanswered_seconds=hung.silent_seconds,
+                    timeout_seconds=checks.timeout,
+                    listener_closed=unclosed is None,
+                    **({} if unclosed is None else {"listener_open": unclosed}),
+                )
+                worker.process.kill()
+                worker.process.join(EXIT_MARGIN_SECONDS)
+                vacant[hung.slot] = "hung"
+            checks.send_due(now)
+        if vacant:
+            _replace(
+                workers,
+                vacant,
+                config=config,
+                port=port,
+                directory=directory,
+                logger=logger,
+                probes=probes,
+                checks=checks,
+                replaced=replaced,
+            )
             if stopping.is_set():
                 _signal_all(workers, signal.SIGTERM)
+
+
+def _replace(
+    workers: dict[int, Worker],
+    vacant: dict[int, str],
+    *,
+    config: Config,
+    port: int,
+    directory: str,
+    logger: Logger,
+    probes: ProbePort | None,
+    checks: WorkerProbes | None,
+    replaced: ReplacedWorkers | None,
+) -> None:
+    """Start a worker in each vacant slot (a slot whose start fails stays vacant, and is tried
+    again a second later); NOT_SERVING while no worker is alive."""
+    for slot in vacant:
+        gone = workers[slot]
+        if checks is not None:
+            checks.forget(slot)
+        if gone.process.pid is not None:
+            multiprocess.mark_process_dead(gone.process.pid, directory)  # type: ignore[no-untyped-call]
+    alive = any(w.process.is_alive() for w in workers.values() if w.slot not in vacant)
+    if probes is not None and not alive:
+        probes.serving(False)
+    for slot, reason in list(vacant.items()):
+        gone = workers[slot]
+        try:
+            workers[slot] = _start_worker(config, port, slot, checks)
+        except StartupError as error:
+            logger.error("replacement worker failed to start", error=str(error))
+            time.sleep(1.0)
+            continue
+        del vacant[slot]
+        if replaced is not None:
+            replaced.count(reason)
+        if probes is not None:
+            probes.serving(True)
+        logger.info(
+            "worker replaced",
+            pid=workers[slot].process.pid,
+            replaced=gone.process.pid,
+            reason=reason,
+        )
 
 
 def _drain(workers: dict[int, Worker], config: Config, logger: Logger) -> None:
