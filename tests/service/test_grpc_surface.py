@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,7 +22,6 @@ import pytest
 
 from service import grpc_surface
 from service.grpc_surface import SurfaceChanged
-from testkit.calls import REPO
 
 # A check takes well under a second; a changed reliance may cost it one bounded wait.
 CHECK_TIMEOUT = 3.0
@@ -49,9 +49,12 @@ def test_every_reliance_holds_in_the_installed_grpcio() -> None:
     }
 
 
-def test_the_check_runs_alone_in_a_fresh_interpreter_as_the_wheel_test_runs_it() -> None:
-    """The command the wheel's test runs at both ends of the grpcio range: it needs nothing of
-    the tests (no testkit) and leaves no thread that holds the interpreter at exit."""
+def test_the_check_runs_alone_in_a_fresh_interpreter_as_the_wheel_test_runs_it(
+    tmp_path: Path,
+) -> None:
+    """The command the wheel's test runs at both ends of the grpcio range, away from the
+    repository: it needs nothing of the tests (no testkit) and leaves no thread that holds
+    the interpreter at exit."""
     script = (
         "import sys\n"
         "from service import grpc_surface\n"
@@ -60,7 +63,7 @@ def test_the_check_runs_alone_in_a_fresh_interpreter_as_the_wheel_test_runs_it()
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
-        cwd=REPO,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
