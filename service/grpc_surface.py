@@ -443,7 +443,7 @@ def check(timeout: float = 5.0) -> None:
     server.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            _check_calls(_Caller(channel, timeout), pool, probe, timeout)
+            _check_calls(channel, pool, probe, timeout)
         made = sum(1 for step in pool.steps if step[0] == "intercepted")
         with _relying_on(CHANNELZ):
             # Only the probe server's own: others of the process come and go meanwhile.
@@ -457,20 +457,19 @@ def check(timeout: float = 5.0) -> None:
         probe.lane.shutdown(wait=False, cancel_futures=True)
 
 
-@dataclass(frozen=True, slots=True)
-class _Caller:
-    channel: grpc.Channel
-    timeout: float
-
-    def unary(self, method: str) -> Any:
-        return self.channel.unary_unary(f"/{PROBE_SERVICE}/{method}", _registered_method=True)  # type: ignore[call-arg]
+def _path(method: str) -> str:
+    return f"/{PROBE_SERVICE}/{method}"
 
 
-def _check_calls(caller: _Caller, pool: _Pool, probe: _Probe, timeout: float) -> None:
+def _unary(channel: grpc.Channel, method: str) -> Any:
+    return channel.unary_unary(_path(method), _registered_method=True)  # type: ignore[call-arg]
+
+
+def _check_calls(channel: grpc.Channel, pool: _Pool, probe: _Probe, timeout: float) -> None:
     """Make the probe calls, each reliance's in turn."""
     with _relying_on(HANDLER_IN_SUBMITTED):
         sent = time.time()
-        answer = caller.unary("Echo")(b"echo", timeout=timeout)
+        answer = _unary(channel, "Echo")(b"echo", timeout=timeout)
         args, reached = pool.call("Echo", timeout)
         _expect(HANDLER_IN_SUBMITTED, answer == b"echo", f"answered {answer!r}")
         _expect(HANDLER_IN_SUBMITTED, reached.result(timeout), "its behaviour was not seen")
@@ -491,12 +490,12 @@ def _check_calls(caller: _Caller, pool: _Pool, probe: _Probe, timeout: float) ->
         )
         polling_thread = steps[0][2]
     with _relying_on(THREAD_POOL):
-        caller.unary("Lane")(b"", timeout=timeout)
+        _unary(channel, "Lane")(b"", timeout=timeout)
         lane = probe.threads.get("lane", "")
         _expect(THREAD_POOL, lane.startswith("surface-lane"), f"it ran in thread {lane!r}")
     refused: Any = None
     with _relying_on(INLINE):
-        refuse = caller.channel.stream_unary(f"/{PROBE_SERVICE}/Refuse", _registered_method=True)  # type: ignore[call-arg]
+        refuse = channel.stream_unary(_path("Refuse"), _registered_method=True)  # type: ignore[call-arg]
         try:
             refuse(iter(()), timeout=timeout)
         except grpc.RpcError as error:
@@ -509,28 +508,28 @@ def _check_calls(caller: _Caller, pool: _Pool, probe: _Probe, timeout: float) ->
         wanted = (PROBE_STATUS.code, PROBE_STATUS.details, PROBE_STATUS.trailing_metadata[0][1])
         _expect(ABORT_WITH_STATUS, (*found[:2], found[2].get(PROBE_KEY)) == wanted, f"{found}")
     with _relying_on(NON_BLOCKING):
-        watch = caller.channel.unary_stream(f"/{PROBE_SERVICE}/Watch", _registered_method=True)  # type: ignore[call-arg]
+        watch = channel.unary_stream(_path("Watch"), _registered_method=True)  # type: ignore[call-arg]
         answers = list(watch(b"", timeout=timeout))
         _expect(NON_BLOCKING, answers == [b"first", b"second"], f"answers {answers}")
     with _relying_on(CODE_SET):
         try:
-            caller.unary("Code")(b"", timeout=timeout)
+            _unary(channel, "Code")(b"", timeout=timeout)
         except grpc.RpcError as error:
             _expect(CODE_SET, error.code() == grpc.StatusCode.NOT_FOUND, f"{error.code()}")
         _expect(CODE_SET, probe.codes == [grpc.StatusCode.NOT_FOUND], f"read {probe.codes}")
-    _check_given_up(caller, pool, probe, timeout)
+    _check_given_up(channel, pool, probe, timeout)
 
 
-def _check_given_up(caller: _Caller, pool: _Pool, probe: _Probe, timeout: float) -> None:
+def _check_given_up(channel: grpc.Channel, pool: _Pool, probe: _Probe, timeout: float) -> None:
     """Two calls wait for the pool's one thread, held by a third: one's deadline passes, the
     other's client cancels it. Neither reaches its behaviour, and what submit was given says
     how each ended."""
     with _relying_on(HANDLER_IN_SUBMITTED):
-        holding = caller.unary("Hold").future(b"", timeout=timeout)
+        holding = _unary(channel, "Hold").future(b"", timeout=timeout)
         _expect(HANDLER_IN_SUBMITTED, probe.held.wait(timeout), "the holding call never ran")
         sent = time.time()
-        caller.unary("Late").future(b"", timeout=SHORT)
-        gone = caller.unary("Gone").future(b"", timeout=timeout)
+        _unary(channel, "Late").future(b"", timeout=SHORT)
+        gone = _unary(channel, "Gone").future(b"", timeout=timeout)
         (late_args, late_reached), (gone_args, gone_reached) = (
             pool.call("Late", timeout),
             pool.call("Gone", timeout),
