@@ -20,12 +20,13 @@ from typing import Any
 
 import grpc
 
-from service import errors
+from service import errors, grpc_surface, outcomes
 from service.errors import Refusal, ServiceReason
-from service.interceptors import CallObserver, MethodObserver
-from service.servicer import SERVICE_NAME
+from service.interceptors import CallObserver, HandlerCache, MethodObserver
+from service.outcomes import Ended
+from service.running_mean import RunningMean
+from wire.contract import PREFIX
 
-RULES_PREFIX = f"/{SERVICE_NAME}/"
 # Unary health methods answered on the probe lane (Watch streams stay on the work pool: a
 # blocking stream would hold the lane's thread for as long as the client watches).
 PROBE_METHODS = ("/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/List")
@@ -56,7 +57,8 @@ class Admission:
     limit: int
     """Most calls held at once; 0: no bound."""
     held: int = 0
-    stay_seconds: float = FIRST_RETRY_DELAY
+    stay: RunningMean = field(default_factory=lambda: RunningMean(STAY_WEIGHT, FIRST_RETRY_DELAY))
+    """Seconds an admitted call stays, from its admission to its end."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _shed_since_log: int = 0
     _last_log: float = 0.0
@@ -95,7 +97,7 @@ class Admission:
         """Count a held call as done after `stayed` seconds since its admission."""
         with self._lock:
             self.held -= 1
-            self.stay_seconds += STAY_WEIGHT * (stayed - self.stay_seconds)
+            self.stay.add(stayed)
 
     def take(self, wanted: int) -> int:
         """Hold up to `wanted` more units now, as far as the bound has room; return how many
@@ -113,7 +115,7 @@ class Admission:
 
     def retry_delay(self) -> float:
         """Seconds a refused caller should wait: about one turn of the queue, jittered."""
-        base = min(max(self.stay_seconds, MIN_RETRY_DELAY), MAX_RETRY_DELAY)
+        base = min(max(self.stay.value, MIN_RETRY_DELAY), MAX_RETRY_DELAY)
         return round(base * random.uniform(1 - JITTER, 1 + JITTER), 3)
 
     def overloaded(self) -> Refusal:
@@ -152,8 +154,9 @@ class WorkPool(futures.ThreadPoolExecutor):
         self._observe_wait = observe_wait
         self._gone = gone
         self.arriving: str | None = None
-        """The RulesService method of the call grpc submits next (set by the interceptor,
-        in the same polling thread, just before grpc submits that call)."""
+        """The RulesService method of the call grpc submits next: set by the interceptor, in
+        grpc's polling thread, which submits that call next (INTERCEPTED_THEN_SUBMITTED; grpc
+        gives a registered method's submit no name)."""
         self.moved = time.monotonic()
         """When a call last started or ended here: a pool that holds calls and moves none is
         wedged (service/worker_probes.py)."""
@@ -167,16 +170,17 @@ class WorkPool(futures.ThreadPoolExecutor):
         def run() -> Any:
             observe_wait(perf_counter() - admitted)
             self.moved = time.monotonic()
-            _running.started = False
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.moved = time.monotonic()
-                # grpc runs no handler for a call whose caller is gone (deadline passed, or
-                # cancelled) by the time a thread takes it: no work was done, and it is counted.
-                if method is not None and not _running.started:
-                    gone(method, ended_before_start(args))
-                admission.leave(perf_counter() - admitted)
+            with grpc_surface.seeing_start() as reached:
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    self.moved = time.monotonic()
+                    # grpc runs no handler for a call whose caller is gone (deadline passed,
+                    # or cancelled) by the time a thread takes it: no work was done, and it is
+                    # counted (HANDLER_IN_SUBMITTED).
+                    if method is not None and not reached():
+                        gone(method, ended_before_start(args))
+                    admission.leave(perf_counter() - admitted)
 
         admission.enter()
         try:
@@ -186,86 +190,33 @@ class WorkPool(futures.ThreadPoolExecutor):
             raise
 
 
-@dataclass(frozen=True, slots=True)
-class Ended:
-    """How a call that never reached its handler ended, as its client saw it."""
-
-    code: str
-    reason: ServiceReason | None
-
-
 # Its deadline passed while it waited: its client saw DEADLINE_EXCEEDED.
-EXPIRED = Ended("DEADLINE_EXCEEDED", ServiceReason.DEADLINE_EXPIRED)
+EXPIRED = Ended("DEADLINE_EXCEEDED", ServiceReason.DEADLINE_EXPIRED.value)
 # Its client went away (cancelled) first.
-CANCELLED = Ended("CANCELLED", None)
+CANCELLED = Ended("CANCELLED")
 # gRPC core refused its message (past grpc.max_receive_message_length): the client saw
 # RESOURCE_EXHAUSTED "Received message larger than max", and the stream came half-closed
 # with no message.
-TOO_LARGE = Ended("RESOURCE_EXHAUSTED", ServiceReason.REQUEST_TOO_LARGE)
+TOO_LARGE = Ended("RESOURCE_EXHAUSTED", ServiceReason.REQUEST_TOO_LARGE.value)
 
 
 def ended_before_start(args: tuple[Any, ...]) -> Ended:
-    """What ended a unary call grpc gave up before its handler ran, from the call grpc submitted
-    (its request-call event, with the deadline, and its state, with how the client side ended).
-
-    These are grpcio's own objects (grpc._server, version pinned in the lock files), read
-    defensively: what cannot be read counts as the caller's deadline, as before.
-    """
-    event = args[1] if len(args) > 2 else None
-    state = args[2] if len(args) > 2 else None
-    details = getattr(event, "call_details", None)
-    deadline = getattr(details, "deadline", None)
-    if isinstance(deadline, float) and deadline <= time.time():
+    """How a unary call grpc gave up before its handler ran ended, as its client saw it, from
+    what grpc submitted for it (SUBMITTED_CALL: its deadline, and how its client side ended);
+    what cannot be read counts as the caller's deadline."""
+    call = grpc_surface.submitted(args)
+    if call.deadline is not None and call.deadline <= time.time():
         return EXPIRED
-    client = getattr(state, "client", None)
-    if client == "closed" and getattr(state, "code", None) is None:
+    if call.client == "closed" and call.code is None:
         return TOO_LARGE
-    if client == "cancelled":
+    if call.client == "cancelled":
         return CANCELLED
     return EXPIRED
-
-
-# Per thread of the work pool: whether the call it runs reached its handler.
-_running = threading.local()
-
-
-def _started(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-    """`behaviour`, marking its call as started (the work pool counts the calls never started)."""
-
-    def run(request: Any, context: Context) -> Any:
-        _running.started = True
-        return behaviour(request, context)
-
-    return run
-
-
-class Inline(futures.ThreadPoolExecutor):
-    """An executor that runs what it is given at once, in the calling thread (grpc's polling
-    thread, for refusals that never wait); a ThreadPoolExecutor only for grpc's type check."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
-        """Run `fn` now; return its outcome as a finished future."""
-        done: futures.Future[Any] = futures.Future()
-        try:
-            done.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # grpc's own wrapper catches; this is a safety net
-            done.set_exception(error)
-        return done
 
 
 def lane(name: str, threads: int) -> futures.ThreadPoolExecutor:
     """A small pool of its own for calls that must not wait behind the work."""
     return futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
-
-
-def _on_lane(behaviour: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Any:
-    """`behaviour` run on `pool` by grpc's server (its per-method thread pool hook)."""
-
-    def run(request: Any, context: Context) -> Any:
-        return behaviour(request, context)
-
-    run.experimental_thread_pool = pool  # type: ignore[attr-defined]
-    return run
 
 
 def _unary(handler: Handler, behaviour: Callable[..., Any]) -> Handler:
@@ -282,20 +233,21 @@ class _Shedding:
     observer: CallObserver
     _methods: dict[str, MethodObserver] = field(default_factory=dict)
 
-    def _count(self, method: str, code: str, reason: ServiceReason | None) -> None:
+    def _observed(self, method: str) -> MethodObserver:
         observed = self._methods.get(method)
         if observed is None:
             service, _, name = method.lstrip("/").rpartition("/")
             observed = self._methods[method] = self.observer.unary(service, name)
-        observed.counted(code, None if reason is None else reason.value)
+        return observed
 
     def gone(self, method: str, ended: Ended = EXPIRED) -> None:
         """Count a call that ended before its work started (no handler ran) as its client saw it."""
-        self._count(method, ended.code, ended.reason)
+        self._observed(method).count(ended)
 
-    def count(self, method: str) -> None:
-        """Count a refused call in the standard series and by reason; log now and then."""
-        self._count(method, "RESOURCE_EXHAUSTED", ServiceReason.OVERLOADED)
+    def refused(self, method: str, refusal: Refusal) -> None:
+        """Count a call refused past the bound in the standard series and by reason; log now
+        and then."""
+        self._observed(method).count(outcomes.ended(refusal))
         self.report(1)
 
     def report(self, refused: int) -> None:
@@ -331,9 +283,9 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         self.shed = self._shedding.report
         """Add refused batch items to the "shedding load" warning (they are tallied apart)."""
         self.probe_lane = lane("probe", PROBE_THREADS)
-        self.inline = Inline(max_workers=1)
+        self.inline = grpc_surface.Inline()
         self._refusers: dict[str, Handler] = {}
-        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
+        self._moved = HandlerCache()
         self.taken_in = 0
         """Calls taken in from gRPC core so far, any method (only grpc's one polling thread
         runs this interceptor, so a plain count is exact)."""
@@ -344,7 +296,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         """Refuse a RulesService call past the bound; put probes on their lane."""
         self.taken_in += 1
         method = handler_call_details.method
-        ours = method.startswith(RULES_PREFIX)
+        ours = method.startswith(PREFIX)
         if ours and not self.admission.admit():
             refuser = self._refusers.get(method)
             if refuser is None:
@@ -361,52 +313,44 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
             return None
         if ours:
             self.pool.arriving = method
-        elif method == WATCH_METHOD and getattr(
-            handler.unary_stream, "experimental_non_blocking", False
-        ):
-            return self._watch(handler)
-        elif method not in PROBE_METHODS:
-            return handler
-        known = self._wrapped.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        if ours:
-            moved = _unary(handler, _started(handler.unary_unary))
-        else:
-            moved = _unary(handler, _on_lane(handler.unary_unary, self.probe_lane))
-        self._wrapped[method] = (handler, moved)
-        return moved
+            return self._moved.get(
+                method,
+                handler,
+                lambda: _unary(handler, grpc_surface.noting_start(handler.unary_unary)),
+            )
+        if method == WATCH_METHOD and grpc_surface.is_non_blocking(handler.unary_stream):
+            return self._moved.get(method, handler, lambda: self._watch(handler))
+        if method in PROBE_METHODS:
+            return self._moved.get(
+                method,
+                handler,
+                lambda: _unary(handler, grpc_surface.on_pool(handler.unary_unary, self.probe_lane)),
+            )
+        return handler
 
     def _watch(self, handler: Handler) -> Handler:
-        """Health Watch on the probe lane, still non-blocking."""
-        known = self._wrapped.get(WATCH_METHOD)
-        if known is not None and known[0] is handler:
-            return known[1]
-        inner = handler.unary_stream
-
-        def watch(request: Any, context: Context, send_response_callback: Any = None) -> None:
-            inner(request, context, send_response_callback=send_response_callback)
-
-        watch.experimental_non_blocking = True  # type: ignore[attr-defined]
-        watch.experimental_thread_pool = self.probe_lane  # type: ignore[attr-defined]
-        moved = grpc.unary_stream_rpc_method_handler(
-            watch, handler.request_deserializer, handler.response_serializer
+        """Health Watch on the probe lane, still non-blocking (NON_BLOCKING keeps through
+        on_pool)."""
+        return grpc.unary_stream_rpc_method_handler(
+            grpc_surface.on_pool(handler.unary_stream, self.probe_lane),
+            handler.request_deserializer,
+            handler.response_serializer,
         )
-        self._wrapped[WATCH_METHOD] = (handler, moved)
-        return moved
 
     def _refuser(self, method: str, handler: Handler) -> Handler:
         shedding = self._shedding
 
         def refuse(requests: Any, context: Context) -> None:
-            shedding.count(method)
-            context.abort_with_status(shedding.admission.overloaded().status())
+            refusal = shedding.admission.overloaded()
+            shedding.refused(method, refusal)
+            grpc_surface.abort_with(context, refusal.status())
 
         # Declared client-streaming, so grpc hands it the call without reading the request
         # (a unary method's body is read before its handler runs); run in the polling thread
-        # itself, since it never waits: no thread, no queue, the cheapest refusal grpc allows.
+        # itself, since it never waits: no thread, no queue, the cheapest refusal grpc allows
+        # (INLINE).
         return grpc.stream_unary_rpc_method_handler(
-            _on_lane(refuse, self.inline), None, handler.response_serializer
+            grpc_surface.on_pool(refuse, self.inline), None, handler.response_serializer
         )
 
     def stop(self) -> None:

@@ -4,7 +4,8 @@ A gRPC call costs the server more CPU than the work of one Apply (docs/service.m
 a batch pays it once for its items. Each item goes through the unary path: the same request
 reader (its own size bound, MALFORMED_REQUEST for its own bytes), the same handler (signing,
 expected_seq, views, limits), the same refusals; its answer is the unary answer's bytes, its
-refusal the unary status's bytes (google.rpc.Status, sent as ItemStatus, which has its wire).
+refusal the bytes of the google.rpc.Status the unary call's details carry (`rich_status`, sent
+as ItemStatus, which has its wire).
 
 The request is read and the response written through wire mirrors: the batch messages with
 every message field turned into bytes, built at import from the generated descriptors (their
@@ -40,10 +41,10 @@ from service.errors import Refusal, ServiceReason
 from service.handlers import Handlers
 from service.interceptors import CallObserver
 from service.outcomes import Facts, Outcome
-from service.servicer import SERVICE_NAME, Unreadable, reader, respond, serve
+from service.running_mean import RunningMean
+from service.servicer import Unreadable, reader, respond, serve
+from wire.contract import APPLY, BATCH_APPLY, SERVICE_NAME
 
-METHOD = "BatchApply"
-ITEM_METHOD = "Apply"
 MIRROR_PACKAGE = "basra.v1.wire"
 # An item is not started unless the call's time left covers this many times the running mean
 # of an item's time, plus SEND_SECONDS to send the answer: its answer must not be lost with
@@ -90,14 +91,6 @@ ResponseWire = _mirror(pb.BatchApplyResponse.DESCRIPTOR)
 ResultWire = _mirror(pb.ApplyResult.DESCRIPTOR)
 
 
-def status_bytes(refusal: Refusal | errors.Failure) -> bytes:
-    """The google.rpc.Status a unary call ended so would carry, encoded."""
-    for key, value in refusal.status().trailing_metadata:
-        if key == errors.DETAILS_KEY and isinstance(value, bytes):
-            return value
-    raise AssertionError("a refusal's status always carries its details")  # pragma: no cover
-
-
 def too_many_items(items: int, limit: int) -> Refusal:
     """The refusal of a whole batch past the bound on its items."""
     return errors.refusal(
@@ -122,19 +115,19 @@ class _ItemClock:
     """The running mean of an item's seconds on this worker."""
 
     def __init__(self) -> None:
-        self.seconds = FIRST_ITEM_SECONDS
+        self._mean = RunningMean(ITEM_WEIGHT, FIRST_ITEM_SECONDS)
         self._lock = threading.Lock()
 
     def observe(self, seconds: float) -> None:
         with self._lock:
-            self.seconds += ITEM_WEIGHT * (seconds - self.seconds)
+            self._mean.add(seconds)
 
     def too_late(self, seconds_left: float | None, slowest: float) -> bool:
         """Whether an item started now could not be answered before the deadline (`slowest`:
         the longest item of this batch so far, for a worker whose mean lags behind)."""
         if seconds_left is None:
             return False
-        return seconds_left < ITEM_MARGIN * max(self.seconds, slowest) + SEND_SECONDS
+        return seconds_left < ITEM_MARGIN * max(self._mean.value, slowest) + SEND_SECONDS
 
 
 class BatchApply:
@@ -155,8 +148,8 @@ class BatchApply:
         self._admission = admission
         self._shed = shed
         self._tally = observer.metrics
-        self._observed = observer.unary(SERVICE_NAME, METHOD)
-        self._item = observer.unary(SERVICE_NAME, ITEM_METHOD)
+        self._observed = observer.unary(SERVICE_NAME, BATCH_APPLY)
+        self._item = observer.unary(SERVICE_NAME, APPLY)
         self._max_items = max_items
         self._read_item = reader(pb.ApplyRequest, max_item_bytes)
         self._max_response_bytes = max_response_bytes
@@ -202,7 +195,8 @@ class BatchApply:
                             size + len(result), self._max_response_bytes
                         )
                 if not isinstance(outcome, bytes):
-                    result = ResultWire(status=status_bytes(outcome)).SerializeToString()
+                    status = outcome.rich_status().SerializeToString()
+                    result = ResultWire(status=status).SerializeToString()
                 size += len(result)
                 results.append(result)
                 self._count(outcome, perf_counter() - start, ended)
@@ -219,19 +213,19 @@ class BatchApply:
         """One item through the unary path (`respond`): its answer's bytes, or how it ended."""
         left = context.time_remaining()
         if self._clock.too_late(left, slowest):
-            return deadlines.expired(0.0)  # type: ignore[return-value]  # always a refusal
+            return deadlines.past_deadline()
         start = perf_counter()
         outcome = respond(self._apply, self._read_item(data), Facts(), left)
         self._clock.observe(perf_counter() - start)
         if isinstance(outcome, errors.Failure):
-            self._item.failed(context, outcome)
+            self._item.item_failed(outcome, context.invocation_metadata())
         return outcome
 
     def _count(self, outcome: Outcome, seconds: float, ended: Counter[str]) -> None:
         """Count one item under the unary method's series, as a unary call would be."""
-        code = outcomes.code_name(outcome)
-        ended[outcomes.reason(outcome) or code] += 1
-        self._item.counted(code, outcomes.reason(outcome), seconds)
+        end = outcomes.ended(outcome)
+        ended[end.reason or end.code] += 1
+        self._item.count(end, seconds)
 
 
 def served(
@@ -255,4 +249,4 @@ def served(
         shed=shed,
     )
     read: Callable[[bytes], Message | Unreadable] = reader(RequestWire, max_call_bytes)
-    return {METHOD: grpc.unary_unary_rpc_method_handler(batch, request_deserializer=read)}
+    return {BATCH_APPLY: grpc.unary_unary_rpc_method_handler(batch, request_deserializer=read)}

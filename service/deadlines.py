@@ -19,26 +19,33 @@ import threading
 from engine import bot
 from service import errors
 from service.errors import Refusal, ServiceReason
+from service.running_mean import RunningMean
 
 # Weight of the newest search in the running mean.
 WEIGHT = 0.05
 
 
-def expired(seconds_left: float | None) -> Refusal | None:
-    """The refusal of a call whose deadline has passed (None: time is left, or no deadline)."""
-    if seconds_left is None or seconds_left > 0:
-        return None
+def past_deadline() -> Refusal:
+    """The refusal of a call (or a batch item) whose deadline passed, or would pass, before
+    its work could be done."""
     return errors.refusal(
         ServiceReason.DEADLINE_EXPIRED,
         "The call's deadline passed before the server could start it; nothing was done.",
     )
 
 
+def expired(seconds_left: float | None) -> Refusal | None:
+    """The refusal of a call whose deadline has passed (None: time is left, or no deadline)."""
+    if seconds_left is None or seconds_left > 0:
+        return None
+    return past_deadline()
+
+
 class SearchClock:
     """The running estimate of how long a SuggestMove search takes on this worker."""
 
     def __init__(self) -> None:
-        self._per_node: dict[bot.Level, float] = {}
+        self._per_node: dict[bot.Level, RunningMean] = {}
         self._lock = threading.Lock()
 
     def observe(self, level: bot.Level, budget: bot.Budget, seconds: float) -> None:
@@ -46,14 +53,15 @@ class SearchClock:
         per_node = seconds / budget.nodes
         with self._lock:
             known = self._per_node.get(level)
-            self._per_node[level] = (
-                per_node if known is None else known + WEIGHT * (per_node - known)
-            )
+            if known is None:
+                self._per_node[level] = RunningMean(WEIGHT, per_node)
+            else:
+                known.add(per_node)
 
     def expected(self, level: bot.Level, budget: bot.Budget) -> float | None:
         """Seconds a search of `level` with `budget` is expected to take (None: no estimate)."""
         per_node = self._per_node.get(level)
-        return None if per_node is None else per_node * budget.nodes
+        return None if per_node is None else per_node.value * budget.nodes
 
     def refusal(
         self, level: bot.Level, budget: bot.Budget, seconds_left: float | None

@@ -8,16 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
-from grpc_status import rpc_status
 
 from engine import Reason, RuleError
+from service.grpc_surface import Status
 
 DOMAIN = "basra.v1"
+# The trailing metadata key of a call's google.rpc.Status (gRPC's rich error model).
 DETAILS_KEY = "grpc-status-details-bin"
 # gRFC A6 server pushback: grpc's own retry waits this many milliseconds before its next attempt
 # (instead of its backoff), so clients retrying by the published service config honour the
@@ -120,8 +121,10 @@ class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server
             reason=self.reason, domain=DOMAIN, metadata=dict(self.metadata)
         )
 
-    def status(self) -> grpc.Status:
-        """Return the grpc.Status to end the call with (details in the trailing metadata)."""
+    def rich_status(self) -> status_pb2.Status:
+        """The google.rpc.Status of this refusal: its code, its sentence, its ErrorInfo and,
+        with a retry delay, a RetryInfo (what a batch item's status is, and what the call's
+        grpc-status-details-bin carries)."""
         detail = any_pb2.Any()
         detail.Pack(self.error_info())
         details = [detail]
@@ -131,22 +134,24 @@ class Refusal(Exception):  # noqa: N818 (a refusal is not an error of the server
             retry = any_pb2.Any()
             retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
             details.append(retry)
-        rich = status_pb2.Status(
+        return status_pb2.Status(
             code=getattr(code_pb2, self.code.name), message=self.message, details=details
         )
-        status: Any = rpc_status.to_status(rich)  # a named tuple
+
+    def status(self) -> Status:
+        """The status to end the call with: the rich status in its trailing metadata, and
+        gRPC's retry pushback when the refusal says when (or that) to retry."""
+        metadata: tuple[tuple[str, str | bytes], ...] = (
+            (DETAILS_KEY, self.rich_status().SerializeToString()),
+        )
         if self.retry_delay is not None:
-            pushback = str(round(self.retry_delay * 1000))
+            metadata += ((PUSHBACK_KEY, str(round(self.retry_delay * 1000))),)
         elif self.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
             # The same request would be refused the same way: a negative pushback tells gRPC's
             # retry not to try again (the published policy retries RESOURCE_EXHAUSTED for the
             # load refusal OVERLOADED, not for a budget or a size past a configured bound).
-            pushback = NO_RETRY
-        else:
-            return status  # type: ignore[no-any-return]
-        return status._replace(  # type: ignore[no-any-return]
-            trailing_metadata=(*status.trailing_metadata, (PUSHBACK_KEY, pushback))
-        )
+            metadata += ((PUSHBACK_KEY, NO_RETRY),)
+        return Status(self.code, self.message, metadata)
 
 
 def refusal(reason: Reason | ServiceReason, message: str, **metadata: str | int) -> Refusal:
@@ -178,7 +183,14 @@ class Failure:
     code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
     reason: ClassVar[None] = None
 
-    def status(self) -> grpc.Status:
-        """Return the grpc.Status to end the call with: INTERNAL, naming nothing internal."""
-        rich = status_pb2.Status(code=code_pb2.INTERNAL, message=INTERNAL_MESSAGE)
-        return rpc_status.to_status(rich)
+    def rich_status(self) -> status_pb2.Status:
+        """The google.rpc.Status of the failed call: INTERNAL, naming nothing internal."""
+        return status_pb2.Status(code=code_pb2.INTERNAL, message=INTERNAL_MESSAGE)
+
+    def status(self) -> Status:
+        """The status to end the call with: the rich status in its trailing metadata."""
+        return Status(
+            self.code,
+            INTERNAL_MESSAGE,
+            ((DETAILS_KEY, self.rich_status().SerializeToString()),),
+        )

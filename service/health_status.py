@@ -24,7 +24,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.servicer import SERVICE_NAME
+from service import grpc_surface
+from wire.contract import SERVICE_NAME
 
 # Health names that probes ask about: "" (the whole server) and the rules service.
 HEALTH_NAMES = ("", SERVICE_NAME)
@@ -76,6 +77,8 @@ class HealthStatuses(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # g
             return _Response()
         return _Response(status=status)
 
+    # grpc calls it with a send callback and needs no thread while it is open (NON_BLOCKING).
+    @grpc_surface.non_blocking
     def Watch(  # noqa: N802
         self, request: Any, context: Any, send_response_callback: Callable[[Any], None]
     ) -> None:
@@ -89,9 +92,6 @@ class HealthStatuses(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # g
             self._leave(watcher)  # the call ended already: grpc runs no callback now
             return
         self._deliver(watcher)
-
-    # grpc calls it with a send callback and needs no thread while it is open.
-    Watch.experimental_non_blocking = True  # type: ignore[attr-defined]
 
     def set(self, name: str, status: int) -> None:
         """Give `name` its status and tell its watchers; ignored once the shutdown began."""

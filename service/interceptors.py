@@ -1,12 +1,16 @@
-"""The observer of calls, the one writer of the grpc_server_* series, and the interceptor that
-feeds it the calls of other services (health, reflection).
+"""The observer of calls, the one path from a call's end to its metrics, its log line and its
+span; and the interceptor that feeds it the calls of other services (health, reflection).
 
 A MethodObserver counts and times a method's calls (the standard grpc_server_* series and the
-refusal counter, through the process's metrics Tally) and writes one log line per call.
-RulesService calls reach it from the servicer (`servicer.serve`) with their outcome and facts
-as values; calls it counts without a log line (refused at admission, ended before their work
-started, batch items) from admission and the batch. Calls of RulesService are logged at info,
-a failure (INTERNAL) at error with its traceback; health checks and reflection at debug, so
+refusal counter, through the process's metrics Tally), writes one log line per call and, with
+tracing, gives the call's span how it ended. Every call reaches it as one value,
+`outcomes.Ended`, through `record` (a call with a log line) or `count` (a call with no line and
+no span of its own: refused at admission, ended before its work started, a batch item, from
+admission and the batch). Neither reads a gRPC context: the caller says how the call ended and
+passes its request metadata, so another transport calls the same two. The gRPC callers:
+`finished`, which the servicer (`servicer.serve`) gives a RulesService call's outcome and
+context, and the interceptor here for other services. Calls of RulesService are logged at info, a
+failure (INTERNAL) at error with its traceback; health checks and reflection at debug, so
 probes do not drown the log. Each method's observer (and wrapped handler) is built on its first
 call and reused, so a call pays only for what it observes.
 """
@@ -21,18 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from service import outcomes
+from service import grpc_surface, outcomes
 from service.errors import Failure
 from service.grace import Grace, seen_by_client
 from service.logs import Logger
 from service.metrics import MethodTally, Tally
-from service.outcomes import Facts, Outcome
-from service.servicer import SERVICE_NAME
+from service.outcomes import Ended, Facts, Outcome
+from wire.contract import PREFIX, SERVICE_NAME
 
 if TYPE_CHECKING:  # imported by workers with tracing on only
     from service.tracing import Tracing
 
-_RULES_PREFIX = f"/{SERVICE_NAME}/"
 REQUEST_ID_KEY = "x-request-id"
 MAX_REQUEST_ID_CHARS = 128
 
@@ -96,25 +99,24 @@ class CallObserver:
 class MethodObserver:
     """Records the calls of one method; what does not change between calls is looked up once."""
 
-    __slots__ = ("_error", "_grace", "_log", "_name", "_ours", "_tallied", "_tally")
+    __slots__ = ("_error", "_log", "_name", "_tallied", "_tally", "_tracing", "grace")
 
     def __init__(self, observer: CallObserver, kind: CallKind, tally: MethodTally | None) -> None:
         self._tally = observer.metrics
         self._tallied = tally
-        self._grace = observer.grace
-        self._ours = kind.grpc_service == SERVICE_NAME
+        self.grace = observer.grace
+        """The server's grace: a call it cuts is recorded as its client saw it (UNAVAILABLE)."""
+        ours = kind.grpc_service == SERVICE_NAME
         # Calls of RulesService are logged at info; health checks and reflection at debug.
-        level = logging.INFO if self._ours else logging.DEBUG
+        level = logging.INFO if ours else logging.DEBUG
         logger = observer.logger
         enabled = getattr(logger, "is_enabled_for", None)
         self._log = None
         if enabled is None or enabled(level):
-            self._log = logger.info if self._ours else logger.debug
+            self._log = logger.info if ours else logger.debug
         self._error = logger.error
-        if observer.tracing is not None and self._ours:
-            # Only traced methods pay for it: the span gets the line's facts, the line its ids.
-            self._log = observer.tracing.annotating(self._log)
-            self._error = observer.tracing.annotating(self._error)
+        # Only RulesService calls have spans, and only traced methods pay for them.
+        self._tracing = observer.tracing if ours else None
         self._name = f"{kind.grpc_service}/{kind.grpc_method}"
 
     def started(self) -> float:
@@ -123,91 +125,87 @@ class MethodObserver:
             self._tally.started(self._tallied)  # type: ignore[union-attr]
         return perf_counter()
 
-    def finished(self, start: float, context: Context, outcome: Outcome, facts: Facts) -> None:
-        """Count, time and log a RulesService call that its handler ended with `outcome`."""
+    def record(self, start: float, end: Ended, metadata: Metadata) -> None:
+        """The one path from a call's end to its counts, its span and its log line: count and
+        time the call started at `start`, give its span how it ended (the line gets the span's
+        ids), write its line (with its request id, from `metadata`)."""
         # Observation never decides how a call ends: a failure here must not turn an answer
         # into UNKNOWN, so it is dropped (the counters and log simply miss this call). A plain
         # try costs nothing per call; contextlib.suppress builds a context manager each time.
         try:
-            # Ended already (deadline, client gone, cut at the end of the grace): its client
-            # saw that, not what the handler made.
-            if context.is_active():
-                code = outcomes.code_name(outcome)
-            else:
-                code = seen_by_client(context, self._grace).name
-            error = outcome.error if isinstance(outcome, Failure) else None
-            self._record(start, context, code, outcomes.reason(outcome), facts=facts, error=error)
-        except Exception:
-            pass
-
-    def ended(self, start: float, context: Context, code: grpc.StatusCode) -> None:
-        """Count, time and log a call of another service (health, reflection) as it ended."""
-        try:  # noqa: SIM105
-            self._record(start, context, code.name, None, facts=None, error=None)
-        except Exception:
-            pass
-
-    def counted(self, code: str, reason: str | None, seconds: float = 0.0) -> None:
-        """Count a call that gets no log line: refused at admission, ended before its work
-        started, or a batch item (its batch's line counts it)."""
-        if self._tallied is not None:
-            self._tally.started(self._tallied)  # type: ignore[union-attr]
-            self._tally.finished(self._tallied, code, seconds, reason)  # type: ignore[union-attr]
-
-    def failed(self, context: Context, failure: Failure) -> None:
-        """Log the failure of a batch item (its batch's line counts it) with its traceback."""
-        try:  # noqa: SIM105
-            self._error(
-                "batch item failed",
+            seconds = perf_counter() - start
+            self._count(end, seconds)
+            ids = self._tracing.mark(end) if self._tracing is not None else None
+            log = self._log if end.error is None else self._error
+            if log is None:
+                return
+            fields = {} if end.facts is None else end.facts.fields()  # only for a line written
+            if end.error is not None:
+                fields["exc_info"] = end.error
+            if ids:
+                fields.update(ids)
+            log(
+                "rpc",
                 method=self._name,
-                code=failure.code.name,
-                request_id=_request_id(context.invocation_metadata()),
-                exc_info=failure.error,
+                code=end.code,
+                reason=end.reason,
+                duration_ms=round(seconds * 1000, 3),
+                request_id=_request_id(metadata),
+                **fields,
             )
         except Exception:
             pass
 
-    def _record(
-        self,
-        start: float,
-        context: Context,
-        code: str,
-        reason: str | None,
-        *,
-        facts: Facts | None,
-        error: BaseException | None,
-    ) -> None:
-        duration = perf_counter() - start
+    def finished(self, start: float, context: Context, outcome: Outcome, facts: Facts) -> None:
+        """Record a RulesService call that its handler ended with `outcome`, as its gRPC client
+        saw it: a call that had ended already (deadline, client gone, cut at the end of the
+        grace) is recorded with the code its client saw, not the handler's."""
+        try:
+            seen = None if context.is_active() else seen_by_client(context, self.grace).name
+            self.record(start, outcomes.ended(outcome, facts, seen), context.invocation_metadata())
+        except Exception:  # observation never decides how a call ends (see record)
+            pass
+
+    def count(self, end: Ended, seconds: float = 0.0) -> None:
+        """Count a call that gets no log line and no span of its own: refused at admission,
+        ended before its work started, or a batch item (its batch's line and span are the
+        call's, and its line counts the item)."""
         if self._tallied is not None:
-            self._tally.finished(self._tallied, code, duration, reason)  # type: ignore[union-attr]
-        log = self._log if error is None else self._error
-        if log is None:
-            return
-        fields = {} if facts is None else facts.fields()  # only for a line that is written
-        if error is not None:
-            fields["exc_info"] = error
-        log(
-            "rpc",
-            method=self._name,
-            code=code,
-            reason=reason,
-            duration_ms=round(duration * 1000, 3),
-            request_id=_request_id(context.invocation_metadata()),
-            **fields,
-        )
+            self._tally.started(self._tallied)  # type: ignore[union-attr]
+        self._count(end, seconds)
+
+    def _count(self, end: Ended, seconds: float) -> None:
+        if self._tallied is not None:
+            self._tally.finished(self._tallied, end.code, seconds, end.reason)  # type: ignore[union-attr]
+
+    def item_failed(self, failure: Failure, metadata: Metadata) -> None:
+        """Log the failure of a batch item with its traceback (its batch's line counts it);
+        with tracing, the line carries the call's trace ids."""
+        try:
+            ids = self._tracing.ids() if self._tracing is not None else {}
+            self._error(
+                "batch item failed",
+                method=self._name,
+                code=failure.code.name,
+                request_id=_request_id(metadata),
+                exc_info=failure.error,
+                **ids,
+            )
+        except Exception:
+            pass
 
 
 def _code_of(context: Context, failed: bool) -> grpc.StatusCode:
     """The status a call ended with: as set by the servicer, else OK or UNKNOWN."""
-    code = context.code()
+    code = grpc_surface.code_set(context)
     if code is not None:
-        return code  # type: ignore[no-any-return]
+        return code
     return grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK
 
 
 def _stream_code(context: Context, failed: bool, cancelled: bool) -> grpc.StatusCode:
     """The status of a streaming call that may have ended because the client went away."""
-    if failed and cancelled and context.code() is None:
+    if failed and cancelled and grpc_surface.code_set(context) is None:
         return grpc.StatusCode.CANCELLED
     return _code_of(context, failed)
 
@@ -232,14 +230,16 @@ def _behaviour(handler: Handler) -> Callable[..., Any]:
     )
 
 
-class _Wrapped:
-    """The observed handlers built so far, by method: rebuilt only if grpc's handler changes."""
+class HandlerCache:
+    """The handlers an interceptor built so far, by method, each from grpc's handler of that
+    method: rebuilt only if grpc's handler changes (with tracing on, the instrumentation's
+    interceptor hands a new one to the interceptors outside it on every call)."""
 
     def __init__(self) -> None:
         self._by_method: dict[str, tuple[Handler, Handler]] = {}
 
     def get(self, method: str, handler: Handler, build: Callable[[], Handler]) -> Handler:
-        """The observed form of `handler`, built by `build` the first time it is met."""
+        """What `build` makes of `handler`, built the first time it is met."""
         known = self._by_method.get(method)
         if known is not None and known[0] is handler:
             return known[1]
@@ -254,7 +254,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
     def __init__(self, observer: CallObserver) -> None:
         self._observer = observer
-        self._wrapped = _Wrapped()
+        self._wrapped = HandlerCache()
 
     def intercept_service(
         self, continuation: Callable[[Any], Handler], handler_call_details: Any
@@ -262,7 +262,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         """Wrap the method's behaviour so that its outcome is observed."""
         handler = continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(_RULES_PREFIX):
+        if handler is None or method.startswith(PREFIX):
             return handler
         return self._wrapped.get(method, handler, lambda: self._observed(method, handler))
 
@@ -286,11 +286,11 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                         code = _code_of(context, failed)
                     else:
                         code = seen_by_client(context, grace)
-                    observer.ended(start, context, code)
+                    observer.record(start, Ended(code.name), context.invocation_metadata())
 
             return _rebuild(handler, single)
 
-        if getattr(inner, "experimental_non_blocking", False):
+        if grpc_surface.is_non_blocking(inner):
             return _rebuild(handler, _non_blocking(inner, observer, grace))
 
         def stream(request: Any, context: Context) -> Iterator[Any]:
@@ -301,7 +301,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                 failed = False
             finally:
                 code = _stream_code(context, failed, not context.is_active())
-                observer.ended(start, context, code)
+                observer.record(start, Ended(code.name), context.invocation_metadata())
 
         return _rebuild(handler, stream)
 
@@ -311,17 +311,18 @@ def _non_blocking(inner: Callable[..., Any], observer: MethodObserver, grace: Gr
     at once and sends its answers through grpc's callback, so it holds no thread while its
     client watches; the call is recorded when it ends."""
 
+    @grpc_surface.non_blocking
     def watched(request: Any, context: Context, send_response_callback: Any = None) -> None:
         start = observer.started()
 
         def ended() -> None:
-            observer.ended(start, context, seen_by_client(context, grace))
+            code = seen_by_client(context, grace)
+            observer.record(start, Ended(code.name), context.invocation_metadata())
 
         if not context.add_callback(ended):  # ended already
             ended()
             return
-        inner(request, context, send_response_callback=send_response_callback)
+        inner(request, context, send_response_callback)
 
-    watched.experimental_non_blocking = True  # type: ignore[attr-defined]
-    watched.experimental_thread_pool = getattr(inner, "experimental_thread_pool", None)  # type: ignore[attr-defined]
-    return watched
+    pool = grpc_surface.pool_of(inner)
+    return watched if pool is None else grpc_surface.on_pool(watched, pool)

@@ -1,7 +1,9 @@
-"""What a RulesService call came to: the facts its handler read, and its outcome.
+"""What a RulesService call came to: the facts its handler read, its outcome, and how it ended.
 
-The one value the servicer, the batch, the metrics, the log line and the span all take as it
-is: nothing about a call is read back from its request or from the status sent.
+`respond` (service/servicer.py) returns the outcome; `ended` turns it, with the facts, into the
+one value the call's metrics, log line and span take as it is (`Ended`, given to the call's
+observer, service/interceptors.py): nothing about a call is read back from its request, from
+its log line or from the status sent.
 """
 
 from __future__ import annotations
@@ -37,6 +39,28 @@ class Facts:
         if self.outcomes is not None:
             fields["outcomes"] = dict(self.outcomes)
         return fields
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How a call ended as its client saw it: what its counts, its log line and its span say."""
+
+    code: str
+    """The name of the status code ("OK", "INVALID_ARGUMENT", ...)."""
+    reason: str | None = None
+    """A refusal's reason (its ErrorInfo's), else None."""
+    facts: Facts | None = None
+    """What its handler read of the request (None: no handler ran, or not a RulesService call)."""
+    error: BaseException | None = None
+    """A Failure's exception: the traceback of the call's line, the span's exception event."""
+
+
+def ended(outcome: Outcome, facts: Facts | None = None, seen: str | None = None) -> Ended:
+    """How a call that its handler ended with `outcome` ended; `seen`: the code its client saw
+    instead, when the call had ended before its handler returned (deadline, client gone, the
+    end of the server's grace). The refusal's reason stays: the handler's refusal is counted."""
+    error = outcome.error if isinstance(outcome, Failure) else None
+    return Ended(seen or code_name(outcome), reason(outcome), facts, error)
 
 
 def code_name(outcome: Outcome) -> str:

@@ -6,7 +6,6 @@ every service before it stops accepting calls and lets in-flight calls finish wi
 
 from __future__ import annotations
 
-import json
 import threading
 from concurrent import futures
 from dataclasses import dataclass, replace
@@ -15,7 +14,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service import batch, reflection
+from service import batch, grpc_surface, reflection
 from service.admission import Admission, AdmissionInterceptor
 from service.config import Config
 from service.deadlines import SearchClock
@@ -25,8 +24,9 @@ from service.handlers import Handlers, Limits
 from service.health_status import HEALTH_NAMES, HealthStatuses
 from service.interceptors import CallObserver, ObservingInterceptor
 from service.metrics import Tally
-from service.servicer import METHODS, SERVICE_NAME, RulesServicer, add_to_server
+from service.servicer import RulesServicer, add_to_server
 from service.tls import server_credentials, tls_files
+from wire.contract import METHODS, SERVICE_NAME
 from wire.signing import load_keys
 
 HEALTH_SERVICE_NAME = "grpc.health.v1.Health"
@@ -111,18 +111,6 @@ def make_handlers(config: Config, metrics: Tally | None) -> Handlers:
         observe_suggestion=metrics.observe_suggestion,
         observe_seal=metrics.observe_seal,
     )
-
-
-def channelz_calls_started() -> int:
-    """Calls gRPC core started on the servers of this process, by channelz (on by default):
-    every call that reached a worker, whether or not its server took it in."""
-    from grpc._cython import cygrpc  # type: ignore[attr-defined]  # channelz in grpcio
-
-    try:
-        servers = json.loads(cygrpc.channelz_get_servers(0)).get("server", [])
-    except (ValueError, RuntimeError):
-        return 0
-    return sum(int(server.get("data", {}).get("callsStarted", 0)) for server in servers)
 
 
 def _no_wait_observation(seconds: float) -> None:
@@ -211,8 +199,8 @@ def build_server(
     admitting = AdmissionInterceptor(admission, observer, SYNC_THREADS, observe_wait)
     interceptors.insert(0, admitting)
     if observer.metrics is not None:
-        observer.metrics.watch_intake(channelz_calls_started, lambda: admitting.taken_in)
-        observer.metrics.declare(SERVICE_NAME, (*METHODS, batch.METHOD), LOAD_REASONS)
+        observer.metrics.watch_intake(grpc_surface.calls_started, lambda: admitting.taken_in)
+        observer.metrics.declare(SERVICE_NAME, METHODS, LOAD_REASONS)
     executor = admitting.pool
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)

@@ -3,9 +3,10 @@
 a call.
 
 `respond` runs a handler (which knows no gRPC) and returns what the call came to, as a value:
-the encoded response, a Refusal, or a Failure (an exception nobody anticipated). The servicer
-gives that value as it is to the call's observer (metrics, log line, span) and ends the call
-with it; BatchApply runs each of its items through the same `respond`.
+the encoded response, a Refusal, or a Failure (an exception nobody anticipated). `serve` turns
+that value into how the call ended (outcomes.ended), gives it to the call's observer (metrics,
+log line, span: `MethodObserver.record`) and ends the call with it; BatchApply runs each of
+its items through the same `respond`.
 
 Registration reads request bodies with a reader that never raises, because grpc would answer
 an unreadable body with INTERNAL; `respond` refuses it with INVALID_ARGUMENT instead. The
@@ -20,31 +21,26 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from basra.v1 import rules_pb2 as pb
 from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 from engine import RuleError
-from service import deadlines, errors
+from service import deadlines, errors, grpc_surface
 from service.errors import Failure, Refusal, ServiceReason
 from service.handlers import Handlers
 from service.outcomes import Facts, Outcome
+from wire import contract
 
-if TYPE_CHECKING:  # the observer's module imports this one for SERVICE_NAME
+if TYPE_CHECKING:  # only the server's builder, which imports both, hands an observer in
     from service.interceptors import CallObserver, MethodObserver
 
-SERVICE_NAME = "basra.v1.RulesService"
-
-# Request and response types of each RPC, in the order of the .proto (the handlers answer
-# with the response type's encoding).
-METHODS: dict[str, tuple[type[Message], type[Message]]] = {
-    "NewMatch": (pb.NewMatchRequest, pb.NewMatchResponse),
-    "Apply": (pb.ApplyRequest, pb.ApplyResponse),
-    "LegalMoves": (pb.LegalMovesRequest, pb.LegalMovesResponse),
-    "PlayerView": (pb.PlayerViewRequest, pb.PlayerViewResponse),
-    "Replay": (pb.ReplayRequest, pb.ReplayResponse),
-    "SuggestMove": (pb.SuggestMoveRequest, pb.SuggestMoveResponse),
+SERVICE_NAME = contract.SERVICE_NAME
+"""The name the servicer registers its methods under (wire/contract.py holds it)."""
+METHODS: dict[str, contract.Method] = {
+    name: method for name, method in contract.METHODS.items() if name != contract.BATCH_APPLY
 }
+"""The methods the servicer answers, each with its handler (the handlers answer with the
+response type's encoding); BatchApply is the batch's (service/batch.py)."""
 
 Handler = Callable[[Any, Facts], bytes]
 
@@ -152,7 +148,7 @@ class RulesServicer(rules_pb2_grpc.RulesServiceServicer):
 def serve(
     observed: MethodObserver | None, handler: Handler, request: Any, context: grpc.ServicerContext
 ) -> bytes:
-    """Run one call: respond, record the outcome (with `observed`), end the call with it."""
+    """Run one call: respond, record how it ended (with `observed`), end the call with it."""
     start = 0.0 if observed is None else observed.started()
     facts = Facts()
     outcome = respond(handler, request, facts, context.time_remaining())
@@ -160,17 +156,8 @@ def serve(
         observed.finished(start, context, outcome, facts)
     if isinstance(outcome, bytes):
         return outcome
-    status = outcome.status()
-    try:
-        context.abort_with_status(status)
-    except NotImplementedError:
-        # grpc_testing lacks abort_with_status and its abort drops trailing metadata, so
-        # there the status (with its ErrorInfo) is set and the call ends normally.
-        context.set_code(status.code)
-        context.set_details(status.details)
-        context.set_trailing_metadata(status.trailing_metadata)
-        return None  # type: ignore[return-value]
-    raise AssertionError("abort_with_status always raises")  # pragma: no cover
+    grpc_surface.abort_with(context, outcome.status())
+    return None  # type: ignore[return-value]  # grpc_testing's context: the status is set
 
 
 def add_to_server(

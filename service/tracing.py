@@ -14,11 +14,12 @@ left within FLUSH_SECONDS.
 
 The server spans come from opentelemetry-instrumentation-grpc's interceptor, placed outside
 the service's own (server.py), so the servicer runs inside the span. The call's observer
-(service/interceptors.py) then gives the span the facts of the call's log line (`annotating`):
-the status code (the instrumentation records none for a refusal sent with abort_with_status,
-which the server uses), the refusal's reason, seq and seat; never a card, the deck or the
-seed, as in the logs; and for a failed call (INTERNAL) an exception event with the exception's
-type and stack, not its message. The log line gets the span's trace and span ids in return.
+(service/interceptors.py) then gives the span how the call ended, the value its counts and
+log line take (`mark`, given the call's outcomes.Ended): the status code (the instrumentation
+records none for a refusal sent with abort_with_status, which the server uses), the refusal's
+reason, seq and seat; never a card, the deck or the seed, as in the logs; and for a failed
+call (INTERNAL) an exception event with the exception's type and stack, not its message. The
+log line gets the span's trace and span ids in return.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import logging
 import os
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -42,6 +43,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import (
     NoOpTracer,
     Span,
+    SpanContext,
     Status,
     StatusCode,
     Tracer,
@@ -50,7 +52,8 @@ from opentelemetry.trace import (
 )
 
 from service.logs import Logger
-from service.servicer import SERVICE_NAME
+from service.outcomes import Ended
+from wire.contract import PREFIX
 
 # The service's name and version when OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES give none.
 DEFAULT_SERVICE_NAME = "basra-rules"
@@ -60,7 +63,8 @@ FLUSH_SECONDS = 3.0
 # The attribute the instrumentation gives the status code, and the service's own attributes.
 STATUS_CODE_ATTRIBUTE = "rpc.grpc.status_code"
 REASON_ATTRIBUTE = "basra.reason"
-FACT_ATTRIBUTES = {"seq": "basra.seq", "seat": "basra.seat"}
+SEQ_ATTRIBUTE = "basra.seq"
+SEAT_ATTRIBUTE = "basra.seat"
 # Codes that mean the server failed; a server span is marked Error for these only, as the
 # gRPC semantic conventions ask. A refusal is the caller's error: its span keeps status Unset
 # and carries its code and reason as attributes.
@@ -75,9 +79,6 @@ SERVER_ERRORS = frozenset(
     }
 )
 _CODES = {code.name: code for code in grpc.StatusCode}
-_TRACED_PREFIX = f"/{SERVICE_NAME}/"
-
-Log = Callable[..., Any]
 
 
 def resource() -> Resource:
@@ -140,7 +141,7 @@ class _Provider(TracerProvider):
 
 def _traced(details: Any) -> bool:
     """Whether a call gets a span: RulesService calls do; health checks and reflection do not."""
-    return str(details.method).startswith(_TRACED_PREFIX)
+    return str(details.method).startswith(PREFIX)
 
 
 class _OpenTelemetryLogs(logging.Handler):
@@ -204,45 +205,48 @@ class Tracing:
         """The instrumentation's server interceptor (RulesService calls only)."""
         return server_interceptor(tracer_provider=self._instrumented, filter_=_traced)  # type: ignore[no-untyped-call]
 
-    def annotating(self, log: Log | None) -> Log:
-        """Wrap a method's log call: the call's span gets the line's facts, the line the span's ids.
+    def mark(self, end: Ended) -> dict[str, Any]:
+        """Give the current call's span how the call ended; return the span's ids for the
+        call's log line.
 
-        The facts are the code, reason, seq and seat the interceptor logs (so the span follows
-        the log's rule: no card, no deck, no seed); they are set whether or not the line is
-        written at the configured level. The ids are W3C hex: `trace_id` (32 digits), `span_id`
-        (16 digits), and `trace_sampled`, whether the span is recorded and exported. With the
-        SDK disabled there is no span of the server's: the line gets the caller's `trace_id`
-        alone, and claims no span id and no sampling.
+        The span gets the code, the reason, seq and seat (the facts the line names: no card,
+        no deck, no seed) and, for a failure, an exception event; whether or not the line is
+        written at the configured level. The ids are W3C hex: `trace_id` (32 digits),
+        `span_id` (16 digits), and `trace_sampled`, whether the span is recorded and
+        exported. With the SDK disabled there is no span of the server's: the line gets the
+        caller's `trace_id` alone, and claims no span id and no sampling.
         """
-        exporting = self.exporting
+        span = get_current_span()
+        context = span.get_span_context()
+        if context.is_valid and self.exporting and span.is_recording():
+            code = _CODES[end.code]
+            attributes: dict[str, str | int] = {STATUS_CODE_ATTRIBUTE: code.value[0]}
+            if end.reason:
+                attributes[REASON_ATTRIBUTE] = end.reason
+            facts = end.facts
+            if facts is not None and facts.seq is not None:
+                attributes[SEQ_ATTRIBUTE] = facts.seq
+            if facts is not None and facts.seat is not None:
+                attributes[SEAT_ATTRIBUTE] = facts.seat
+            span.set_attributes(attributes)
+            if code in SERVER_ERRORS:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            if end.error is not None:
+                span.add_event("exception", _exception_event(end.error))
+        return self._ids(context)
 
-        def record(event: str, **fields: Any) -> None:
-            span = get_current_span()
-            context = span.get_span_context()
-            if context.is_valid and not exporting:
-                fields["trace_id"] = format(context.trace_id, "032x")
-            elif context.is_valid:
-                if span.is_recording():
-                    code = _CODES[fields["code"]]
-                    attributes = {STATUS_CODE_ATTRIBUTE: code.value[0]}
-                    if fields.get("reason"):
-                        attributes[REASON_ATTRIBUTE] = fields["reason"]
-                    for name, attribute in FACT_ATTRIBUTES.items():
-                        if name in fields:
-                            attributes[attribute] = fields[name]
-                    span.set_attributes(attributes)
-                    if code in SERVER_ERRORS:
-                        span.set_status(Status(StatusCode.ERROR, code.name))
-                    error = fields.get("exc_info")
-                    if error is not None:
-                        span.add_event("exception", _exception_event(error))
-                fields["trace_id"] = format(context.trace_id, "032x")
-                fields["span_id"] = format(context.span_id, "016x")
-                fields["trace_sampled"] = context.trace_flags.sampled
-            if log is not None:
-                log(event, **fields)
+    def ids(self) -> dict[str, Any]:
+        """The current call's span's ids for a log line of the call (see `mark`)."""
+        return self._ids(get_current_span().get_span_context())
 
-        return record
+    def _ids(self, context: SpanContext) -> dict[str, Any]:
+        if not context.is_valid:
+            return {}
+        ids: dict[str, Any] = {"trace_id": format(context.trace_id, "032x")}
+        if self.exporting:
+            ids["span_id"] = format(context.span_id, "016x")
+            ids["trace_sampled"] = context.trace_flags.sampled
+        return ids
 
     def stop(self, seconds: float = FLUSH_SECONDS) -> bool:
         """Send the spans still queued and stop; give up after `seconds`. True if it finished."""

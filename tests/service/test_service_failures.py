@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -112,9 +113,8 @@ def test_the_published_retry_policy_never_retries_a_failure() -> None:
         assert codes.isdisjoint({"INTERNAL", "UNKNOWN"}), codes
 
 
-def test_a_batch_item_that_fails_ends_internal_and_is_logged_with_its_traceback() -> None:
-    """In a batch, the item's status is INTERNAL; an error line carries its traceback and the
-    call's request id; the batch's line counts it under INTERNAL."""
+def _failing_batch(server: InProcess, metadata: tuple[tuple[str, str], ...]) -> Any:
+    """A batch of one Apply that fails on BROKEN's handlers (its plan timing raises)."""
     begun = pb.NewMatchResponse.FromString(
         Handlers().new_match(pb.NewMatchRequest(seed=SEED), Facts())
     )
@@ -122,15 +122,21 @@ def test_a_batch_item_that_fails_ends_internal_and_is_logged_with_its_traceback(
     action = pb.Action(seat=begun.legal_moves.seat, card=move.card)
     if move.plans:
         action.plan_id = move.plans[0].id
+    batch = server.channel.unary_unary(
+        "/basra.v1.RulesService/BatchApply",
+        request_serializer=pb.BatchApplyRequest.SerializeToString,
+        response_deserializer=pb.BatchApplyResponse.FromString,
+    )
+    request = pb.BatchApplyRequest(requests=[pb.ApplyRequest(state=begun.state, action=action)])
+    return batch(request, metadata=metadata, timeout=10)
+
+
+def test_a_batch_item_that_fails_ends_internal_and_is_logged_with_its_traceback() -> None:
+    """In a batch, the item's status is INTERNAL; an error line carries its traceback and the
+    call's request id; the batch's line counts it under INTERNAL."""
     server = start_server(Config(), BROKEN)
     try:
-        batch = server.channel.unary_unary(
-            "/basra.v1.RulesService/BatchApply",
-            request_serializer=pb.BatchApplyRequest.SerializeToString,
-            response_deserializer=pb.BatchApplyResponse.FromString,
-        )
-        request = pb.BatchApplyRequest(requests=[pb.ApplyRequest(state=begun.state, action=action)])
-        answer = batch(request, metadata=(("x-request-id", "req-batch"),), timeout=10)
+        answer = _failing_batch(server, (("x-request-id", "req-batch"),))
     finally:
         server.close()
     (result,) = answer.results
@@ -142,3 +148,24 @@ def test_a_batch_item_that_fails_ends_internal_and_is_logged_with_its_traceback(
     assert f"KeyError: '{BUG}'" in failed["exception"]
     (call,) = [line for line in lines if line.get("method") == "basra.v1.RulesService/BatchApply"]
     assert (call["code"], call["outcomes"]) == ("OK", {"INTERNAL": 1})
+
+
+def test_a_batch_item_that_fails_leaves_its_calls_span_ok_and_its_line_in_the_trace(
+    broken: tuple[InProcess, InMemorySpanExporter],
+) -> None:
+    """The call ended OK: its span says code 0, status Unset, no exception event; the item's
+    error line carries the call's trace id, the call's line counts the item INTERNAL."""
+    server, exporter = broken
+    answer = _failing_batch(server, (("traceparent", TRACEPARENT),))
+    (result,) = answer.results
+    assert result.status.code == grpc.StatusCode.INTERNAL.value[0]
+    span = _span(exporter)
+    assert span.status.status_code is StatusCode.UNSET
+    assert dict(span.attributes or {})["rpc.grpc.status_code"] == grpc.StatusCode.OK.value[0]
+    assert not span.events
+    lines = server.log_lines()
+    (failed,) = [line for line in lines if line["event"] == "batch item failed"]
+    assert (failed["level"], failed["trace_id"]) == ("error", TRACE_ID)
+    assert failed["span_id"] == format(span.context.span_id, "016x")
+    (call,) = [line for line in lines if line["event"] == "rpc"]
+    assert (call["code"], call["outcomes"], call["trace_id"]) == ("OK", {"INTERNAL": 1}, TRACE_ID)

@@ -18,8 +18,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from service.config import Config
 from service.health_status import HEALTH_NAMES
-from service.servicer import SERVICE_NAME
 from testkit.calls import InProcess, start_server
+from wire.contract import SERVICE_NAME
 
 WAIT = 10.0  # the longest any step may take before the test fails (never reached when it passes)
 CHECK = "/grpc.health.v1.Health/Check"

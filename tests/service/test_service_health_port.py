@@ -19,8 +19,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.servicer import SERVICE_NAME
 from testkit import harness
+from wire.contract import SERVICE_NAME
 
 APPLY = "/basra.v1.RulesService/Apply"
 WAIT = 10.0  # the longest any step may take before the test fails (never reached when it passes)
