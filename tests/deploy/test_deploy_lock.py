@@ -27,7 +27,7 @@ REFRESH = REPO / ".ci" / "lock"
 GENERATED = REPO / "gen" / "basra" / "v1"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
 # The grpcio packages whose floor is the code generator's version.
-GRPC_FAMILY = ("grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status")
+GRPC_FAMILY = ("grpcio", "grpcio-health-checking", "grpcio-reflection")
 PYTHONS = ("3.11", "3.12", "3.13")  # the base images the project builds on (trixie: 3.13)
 
 

@@ -271,6 +271,20 @@ def test_the_installed_server_serves_every_rpc_plays_and_verifies(installed: Ins
         assert server.stop(30) == 0
 
 
+def test_grpcios_private_surface_holds_on_the_installed_versions(installed: Installed) -> None:
+    """service.grpc_surface.check() in the installed environment: every reliance on grpcio's
+    private and experimental surface holds at both ends of the admitted range."""
+    script = (
+        "import grpc; from service import grpc_surface; grpc_surface.check(); "
+        "print('checked', grpc.__version__)"
+    )
+    output = _run(
+        [str(installed.venv / "bin" / "python"), "-c", script], installed.elsewhere, _clean_env()
+    )
+    _, pins = read_lock(REPO / "deploy" / installed.lock)
+    assert f"checked {pins['grpcio'].version}" in output, output
+
+
 @pytest.mark.timeout(STEP_SECONDS)
 def test_the_installed_server_traces_over_mutual_tls(installed: Installed) -> None:
     """The optional parts run on the installed versions too: mutual TLS (cryptography reads and
