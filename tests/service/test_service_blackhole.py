@@ -38,11 +38,10 @@ def outcomes() -> dict[str, blackhole.Outcome]:
 
 
 def _flowed_before(outcome: blackhole.Outcome) -> None:
-    """Calls flowed before the loss, OK but for the odd one a loaded machine makes late."""
+    """Calls flowed, all OK, until a deadline before the loss."""
     before = outcome.before
-    assert len(before) >= blackhole.RATE * (blackhole.BEFORE_SECONDS - 1), outcome.summary()
-    late = sum(1 for c in before if c.code != "OK")
-    assert late <= len(before) // 100, outcome.summary()
+    assert len(before) >= blackhole.RATE * (blackhole.BEFORE_SECONDS - 2), outcome.summary()
+    assert all(c.code == "OK" for c in before), outcome.summary()
 
 
 @pytest.mark.timeout(120)
@@ -53,7 +52,7 @@ def test_the_published_settings_are_all_ok_within_the_bound(
     10 s, with at most 1% of a minute's calls failed."""
     published = outcomes["published settings"]
     _flowed_before(published)
-    assert len(published.after) >= blackhole.RATE * (blackhole.AFTER_SECONDS - 1)
+    assert len(published.after) >= blackhole.RATE * blackhole.AFTER_SECONDS
     recovered = published.recovered_after
     assert recovered is not None, published.summary()
     assert recovered <= blackhole.RECOVERY_GOAL_SECONDS, published.summary()
