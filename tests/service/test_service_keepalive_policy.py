@@ -1,9 +1,11 @@
 """The server's keepalive enforcement permits the published client settings' pings: a client
 pinging an idle connection a little slower than the server's minimum keeps it, one pinging
-faster is sent GOAWAY too_many_pings (so the option is one gRPC core reads)."""
+faster is sent GOAWAY too_many_pings (so the option is one gRPC core reads); the example lobbies
+set the same keepalive as clients/channels.py."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import grpc
@@ -14,6 +16,7 @@ from basra.v1 import rules_pb2_grpc
 from clients import channels
 from service import server
 from service.config import Config
+from testkit.deployment import REPO
 from testkit.loopback import served_port
 
 # The server's minimum, shortened for the test (gRPC core's client pings at most once a
@@ -54,3 +57,40 @@ def test_pings_faster_than_the_minimum_are_refused(monkeypatch: pytest.MonkeyPat
     states = _states_while_idle(monkeypatch, MIN_MS // 2)
     assert "READY" in states
     assert states[states.index("READY") :] != ["READY"], states
+
+
+def _go_seconds(text: str, field: str) -> float:
+    """A time.Duration field of the Go example's keepalive.ClientParameters, in seconds."""
+    found = re.search(rf"\b{field}:\s+(?:(\d+) \* )?time\.Second,", text)
+    assert found, f"no {field} in examples/go/rules/client.go"
+    return float(found.group(1) or 1)
+
+
+def test_every_example_lobby_sets_the_published_keepalive() -> None:
+    """The Go, Java and Node.js lobbies ping and time out as clients/channels.py does, also
+    without calls (docs/integration.md, "Client settings")."""
+    published = dict(channels.KEEPALIVE_OPTIONS)
+    time_ms, timeout_ms = (
+        published["grpc.keepalive_time_ms"],
+        published["grpc.keepalive_timeout_ms"],
+    )
+    assert published["grpc.keepalive_permit_without_calls"] == 1
+    go = (REPO / "examples/go/rules/client.go").read_text()
+    assert _go_seconds(go, "Time") * 1000 == time_ms
+    assert _go_seconds(go, "Timeout") * 1000 == timeout_ms
+    assert "PermitWithoutStream: true" in go and "grpc.WithKeepaliveParams(Keepalive)" in go
+    java = (
+        REPO / "examples/java/src/main/java/com/example/basra/lobby/RulesClient.java"
+    ).read_text()
+    constants = {
+        name: int(value.replace("_", ""))
+        for name, value in re.findall(r"static final long (KEEPALIVE_\w+) = ([\d_]+);", java)
+    }
+    assert constants == {"KEEPALIVE_TIME_MS": time_ms, "KEEPALIVE_TIMEOUT_MS": timeout_ms}
+    assert ".keepAliveWithoutCalls(true)" in java
+    node = (REPO / "examples/lobby/rules.mjs").read_text()
+    block = re.search(r"KEEPALIVE_OPTIONS = \{(.*?)\};", node, re.S)
+    assert block, "no KEEPALIVE_OPTIONS in examples/lobby/rules.mjs"
+    options = {k: int(v) for k, v in re.findall(r"'([\w.]+)': (\d+),", block.group(1))}
+    assert options == {k: v for k, v in published.items() if "max_pings" not in k}
+    assert "...KEEPALIVE_OPTIONS," in node
