@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from testkit import harness
@@ -43,6 +44,12 @@ DEADLINE_SECONDS = 1.0
 BEFORE_SECONDS = 4.0
 AFTER_SECONDS = 14.0
 WARM_UP_CALLS = 10
+# The clients measured: grpcio with the published settings, the same without keepalive, and
+# (on request) the Node.js example lobby's grpc-js channel, with the published settings.
+PUBLISHED = "published settings"
+WITHOUT_KEEPALIVE = "without keepalive"
+GRPC_JS = "grpc-js, published settings"
+GRPC_JS_CLIENT = REPO / "tests" / "node" / "blackhole_client.mjs"
 # The goal (issue 41): all OK again within 10 s of the loss, at most 1% of that minute's calls
 # failed.
 RECOVERY_GOAL_SECONDS = 10.0
@@ -210,11 +217,18 @@ def client_main(argv: Sequence[str]) -> int:
 # --- the measurement --------------------------------------------------------------------
 
 
-def _client(netns: str, target: str, seconds: float, keepalive: bool) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "testkit.blackhole", "client", target]
-    command += ["--seconds", str(seconds), "--rate", str(RATE)]
-    if not keepalive:
-        command.append("--no-keepalive")
+def _client(
+    netns: str, target: str, seconds: float, kind: str, js_config: str | None = None
+) -> subprocess.Popen[str]:
+    if kind == GRPC_JS:
+        deadline_ms = str(int(DEADLINE_SECONDS * 1000))
+        command = ["node", str(GRPC_JS_CLIENT), target, str(seconds), str(RATE), deadline_ms]
+        command += [js_config] if js_config else []
+    else:
+        command = [sys.executable, "-m", "testkit.blackhole", "client", target]
+        command += ["--seconds", str(seconds), "--rate", str(RATE)]
+        if kind == WITHOUT_KEEPALIVE:
+            command.append("--no-keepalive")
     return subprocess.Popen(
         ["ip", "netns", "exec", netns, *command],
         stdout=subprocess.PIPE,
@@ -234,9 +248,10 @@ def _line(process: subprocess.Popen[str], event: str) -> dict[str, object]:
     raise RuntimeError(f"client ended before '{event}': {process.stderr and process.stderr.read()}")
 
 
-def measure() -> list[Outcome]:
+def measure(grpc_js: bool = False, js_config: str | None = None) -> list[Outcome]:
     """Lose one of two backends without a reset while a client with the published settings and
-    one without keepalive call; return what each saw."""
+    one without keepalive call (and, with `grpc_js`, the Node.js example lobby's channel, with
+    the service config file `js_config` if given); return what each saw."""
     with ExitStack() as stack:
         netns = stack.enter_context(namespace())
         program = ["ip", "netns", "exec", netns, *harness.command()]
@@ -258,8 +273,8 @@ def measure() -> list[Outcome]:
         ports = [s.port for s in servers]
         target = f"ipv4:{LIVE}:{ports[0]},{LOST}:{ports[1]}"
         seconds = BEFORE_SECONDS + AFTER_SECONDS
-        names = {"published settings": True, "without keepalive": False}
-        clients = {name: _client(netns, target, seconds, on) for name, on in names.items()}
+        kinds = [PUBLISHED, WITHOUT_KEEPALIVE, *([GRPC_JS] if grpc_js else [])]
+        clients = {kind: _client(netns, target, seconds, kind, js_config) for kind in kinds}
         for process in clients.values():
             stack.callback(_stop, process)
         ready = max(float(str(_line(p, "ready")["at"])) for p in clients.values())
@@ -283,10 +298,16 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`client ...`: one measuring client; no arguments: the whole measurement, as JSON."""
+    """`client ...`: one measuring client; otherwise the whole measurement, as JSON lines
+    (`--grpc-js`: with the Node.js example lobby's channel too; needs examples/lobby's npm ci)."""
     if argv and argv[0] == "client":
         return client_main(argv[1:])
-    for outcome in measure():
+    parser = argparse.ArgumentParser(prog="testkit.blackhole")
+    parser.add_argument("--grpc-js", action="store_true")
+    parser.add_argument("--grpc-js-config", metavar="FILE", help="the grpc-js client's config")
+    args = parser.parse_args(argv)
+    config = None if args.grpc_js_config is None else str(Path(args.grpc_js_config).resolve())
+    for outcome in measure(grpc_js=args.grpc_js or config is not None, js_config=config):
         print(json.dumps(outcome.summary()))
     return 0
 

@@ -103,9 +103,13 @@ export function loadService(protoDir = DEFAULT_PROTO_DIR) {
 /**
  * Connect to the rules service at `address` ("host:port"), with the published keepalive. The
  * channel retries UNAVAILABLE, CANCELLED (a pod stopping) and RESOURCE_EXHAUSTED with backoff
- * as the service config file says; every RPC is pure, so retrying any of them is safe.
+ * as the service config file says; every RPC is pure, so retrying any of them is safe. Each
+ * call's deadline is `deadlineMs`.
  */
-export function connect(address, { protoDir = DEFAULT_PROTO_DIR, serviceConfig = DEFAULT_SERVICE_CONFIG } = {}) {
+export function connect(
+  address,
+  { protoDir = DEFAULT_PROTO_DIR, serviceConfig = DEFAULT_SERVICE_CONFIG, deadlineMs = CALL_DEADLINE_MS } = {},
+) {
   const RulesService = loadService(protoDir);
   const config = fs.readFileSync(serviceConfig, 'utf8');
   const client = new RulesService(address, grpc.credentials.createInsecure(), {
@@ -114,7 +118,7 @@ export function connect(address, { protoDir = DEFAULT_PROTO_DIR, serviceConfig =
   });
   const call = (method, request) =>
     new Promise((resolve, reject) => {
-      const deadline = new Date(Date.now() + CALL_DEADLINE_MS);
+      const deadline = new Date(Date.now() + deadlineMs);
       client[method](request, { deadline }, (error, response) =>
         error ? reject(new Refusal(error)) : resolve(response),
       );

@@ -50,7 +50,7 @@ def test_the_published_settings_are_all_ok_within_the_bound(
 ) -> None:
     """Calls flowed to both backends before the loss; after it, every call is OK again within
     10 s, with at most 1% of a minute's calls failed."""
-    published = outcomes["published settings"]
+    published = outcomes[blackhole.PUBLISHED]
     _flowed_before(published)
     assert len(published.after) >= blackhole.RATE * blackhole.AFTER_SECONDS
     recovered = published.recovered_after
@@ -67,8 +67,8 @@ def test_without_keepalive_half_the_calls_fail_to_the_end(
 ) -> None:
     """The same client without keepalive keeps sending the lost backend its half of the calls
     for as long as the run lasts: never all OK again, many times the failures."""
-    published = outcomes["published settings"]
-    plain = outcomes["without keepalive"]
+    published = outcomes[blackhole.PUBLISHED]
+    plain = outcomes[blackhole.WITHOUT_KEEPALIVE]
     _flowed_before(plain)
     assert plain.recovered_after is None, plain.summary()
     assert plain.failed >= 5 * published.failed, (plain.summary(), published.summary())
