@@ -19,7 +19,7 @@ def _unavailable() -> str | None:
         return "a network namespace and its iptables rules need root"
     for tool in ("ip", "iptables"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed (.ci/setup installs iproute2 and iptables as root)"
+            return f"{tool} is not installed (Debian: iproute2, iptables)"
     return None
 
 
