@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -50,6 +51,8 @@ PUBLISHED = "published settings"
 WITHOUT_KEEPALIVE = "without keepalive"
 GRPC_JS = "grpc-js, published settings"
 GRPC_JS_CLIENT = REPO / "tests" / "node" / "blackhole_client.mjs"
+GRPC_GO = "grpc-go, published settings"
+GO_EXAMPLE = REPO / "examples" / "go"
 # The goal (issue 41): all OK again within 10 s of the loss, at most 1% of that minute's calls
 # failed.
 RECOVERY_GOAL_SECONDS = 10.0
@@ -220,9 +223,20 @@ def client_main(argv: Sequence[str]) -> int:
 
 
 def _client(
-    netns: str, target: str, seconds: float, kind: str, js_config: str | None = None
+    netns: str,
+    target: str,
+    seconds: float,
+    kind: str,
+    *,
+    js_config: str | None = None,
+    go_program: str | None = None,
 ) -> subprocess.Popen[str]:
-    if kind == GRPC_JS:
+    if kind == GRPC_GO:
+        assert go_program is not None
+        command = [go_program, "-addresses", target.removeprefix("ipv4:")]
+        command += ["-service-config", str(SERVICE_CONFIG), "-seconds", str(seconds)]
+        command += ["-rate", str(RATE), "-timeout", f"{DEADLINE_SECONDS}s"]
+    elif kind == GRPC_JS:
         deadline_ms = str(int(DEADLINE_SECONDS * 1000))
         command = ["node", str(GRPC_JS_CLIENT), target, str(seconds), str(RATE), deadline_ms]
         command += [js_config] if js_config else []
@@ -250,11 +264,20 @@ def _line(process: subprocess.Popen[str], event: str) -> dict[str, object]:
     raise RuntimeError(f"client ended before '{event}': {process.stderr and process.stderr.read()}")
 
 
-def measure(grpc_js: bool = False, js_config: str | None = None) -> list[Outcome]:
+def measure(
+    grpc_js: bool = False, js_config: str | None = None, grpc_go: bool = False
+) -> list[Outcome]:
     """Lose one of two backends without a reset while a client with the published settings and
     one without keepalive call (and, with `grpc_js`, the Node.js example lobby's channel, with
-    the service config file `js_config` if given); return what each saw."""
+    the service config file `js_config` if given; with `grpc_go`, the Go example's channel);
+    return what each saw."""
     with ExitStack() as stack:
+        go_program = None
+        if grpc_go:
+            built = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "blackhole"
+            build = ["go", "build", "-o", str(built), "./cmd/blackhole"]
+            subprocess.run(build, cwd=GO_EXAMPLE, check=True, timeout=600)
+            go_program = str(built)
         netns = stack.enter_context(namespace())
         program = ["ip", "netns", "exec", netns, *harness.command()]
         # Both servers start at once (each takes seconds to load its tables).
@@ -275,8 +298,13 @@ def measure(grpc_js: bool = False, js_config: str | None = None) -> list[Outcome
         ports = [s.port for s in servers]
         target = f"ipv4:{LIVE}:{ports[0]},{LOST}:{ports[1]}"
         seconds = BEFORE_SECONDS + AFTER_SECONDS
-        kinds = [PUBLISHED, WITHOUT_KEEPALIVE, *([GRPC_JS] if grpc_js else [])]
-        clients = {kind: _client(netns, target, seconds, kind, js_config) for kind in kinds}
+        kinds = [PUBLISHED, WITHOUT_KEEPALIVE]
+        kinds += [GRPC_JS] if grpc_js else []
+        kinds += [GRPC_GO] if grpc_go else []
+        clients = {
+            kind: _client(netns, target, seconds, kind, js_config=js_config, go_program=go_program)
+            for kind in kinds
+        }
         for process in clients.values():
             stack.callback(_stop, process)
         ready = max(float(str(_line(p, "ready")["at"])) for p in clients.values())
@@ -301,15 +329,18 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """`client ...`: one measuring client; otherwise the whole measurement, as JSON lines
-    (`--grpc-js`: with the Node.js example lobby's channel too; needs examples/lobby's npm ci)."""
+    (`--grpc-js`: with the Node.js example lobby's channel too, which needs examples/lobby's
+    npm ci; `--grpc-go`: with the Go example's, built with `go`)."""
     if argv and argv[0] == "client":
         return client_main(argv[1:])
     parser = argparse.ArgumentParser(prog="testkit.blackhole")
     parser.add_argument("--grpc-js", action="store_true")
     parser.add_argument("--grpc-js-config", metavar="FILE", help="the grpc-js client's config")
+    parser.add_argument("--grpc-go", action="store_true")
     args = parser.parse_args(argv)
     config = None if args.grpc_js_config is None else str(Path(args.grpc_js_config).resolve())
-    for outcome in measure(grpc_js=args.grpc_js or config is not None, js_config=config):
+    grpc_js = args.grpc_js or config is not None
+    for outcome in measure(grpc_js=grpc_js, js_config=config, grpc_go=args.grpc_go):
         print(json.dumps(outcome.summary()))
     return 0
 
