@@ -333,8 +333,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "walk-through checked)"
     ),
     # RELIABILITY.md
-    ".venv/bin/python -m testkit.blackhole --grpc-js": NotRun(
-        "needs root (a network namespace, iptables in it); the grpc-js client is measured, not held"
+    ".venv/bin/python -m testkit.blackhole --grpc-go --grpc-js": NotRun(
+        "needs root (a network namespace, iptables in it); the Go and grpc-js clients are measured,"
+        " not held"
     ),
     ".venv/bin/python -m testkit.blackhole": NotRun(
         "needs root (a network namespace, iptables in it); tests/service/test_service_blackhole.py"
