@@ -21,6 +21,24 @@ from wire.tls import TLSConfigError, check_pair, read_roots
 
 Options = Sequence[tuple[str, str | int]]
 
+# The published client settings (docs/integration.md, "Client settings"): a client pings a
+# connection that has read nothing for KEEPALIVE_TIME_MS and drops it when no answer comes
+# within KEEPALIVE_TIMEOUT_MS; with keepalive on, gRPC also sets the socket's TCP_USER_TIMEOUT
+# to the timeout, so a connection whose sent data goes unacknowledged that long is dropped
+# too. Without them a backend that vanishes without a reset keeps its share of the calls until
+# Linux gives up on the connection (about 15 minutes). 10 s is the least grpc-go and grpc-java
+# accept; the server permits pings every 5 s (service/server.py), with or without calls.
+KEEPALIVE_TIME_MS = 10_000
+KEEPALIVE_TIMEOUT_MS = 1_000
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    # gRPC core sends at most two pings without data between them unless told otherwise, which
+    # would stop keepalive on an idle connection.
+    ("grpc.http2.max_pings_without_data", 0),
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ClientTLS:
@@ -87,15 +105,43 @@ def from_args(args: argparse.Namespace) -> ClientTLS | None:
     return ClientTLS(*given)
 
 
-def channel(target: str, tls: ClientTLS | None, options: Options = ()) -> grpc.Channel:
-    """A channel to `target`, plaintext or TLS."""
-    if tls is None:
-        return grpc.insecure_channel(target, options=list(options))
-    return grpc.secure_channel(target, tls.credentials(), options=[*options, *tls.options()])
+def channel_options(
+    options: Options = (), *, service_config: str | None = None, keepalive: bool = True
+) -> list[tuple[str, str | int]]:
+    """Channel options with the published settings: keepalive (unless `keepalive` is false, to
+    measure what it buys), the service config's text when given (grpcio keeps the first
+    service config it is given, so it goes before `options`), then `options`."""
+    published: list[tuple[str, str | int]] = list(KEEPALIVE_OPTIONS) if keepalive else []
+    if service_config is not None:
+        published.append(("grpc.service_config", service_config))
+    return [*published, *options]
 
 
-def aio_channel(target: str, tls: ClientTLS | None, options: Options = ()) -> grpc.aio.Channel:
-    """An asyncio channel to `target`, plaintext or TLS."""
+def channel(
+    target: str,
+    tls: ClientTLS | None = None,
+    options: Options = (),
+    *,
+    credentials: grpc.ChannelCredentials | None = None,
+    service_config: str | None = None,
+    keepalive: bool = True,
+) -> grpc.Channel:
+    """A channel to `target` with the published settings (`channel_options`): plaintext, TLS
+    from files (`tls`) or with credentials made already (`credentials`)."""
+    chosen = channel_options(options, service_config=service_config, keepalive=keepalive)
+    if tls is not None:
+        chosen += tls.options()
+        credentials = tls.credentials()
+    if credentials is None:
+        return grpc.insecure_channel(target, options=chosen)
+    return grpc.secure_channel(target, credentials, options=chosen)
+
+
+def aio_channel(
+    target: str, tls: ClientTLS | None = None, options: Options = ()
+) -> grpc.aio.Channel:
+    """An asyncio channel to `target` with the published settings, plaintext or TLS."""
+    chosen = channel_options(options)
     if tls is None:
-        return grpc.aio.insecure_channel(target, options=list(options))
-    return grpc.aio.secure_channel(target, tls.credentials(), options=[*options, *tls.options()])
+        return grpc.aio.insecure_channel(target, options=chosen)
+    return grpc.aio.secure_channel(target, tls.credentials(), options=[*chosen, *tls.options()])

@@ -22,6 +22,7 @@ from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 
 import engine
+from clients import channels
 from clients.refusals import error_infos
 from engine import Action, State, Status
 from service.config import Config
@@ -113,7 +114,7 @@ class InProcess:
     channel: grpc.Channel = field(init=False)
 
     def __post_init__(self) -> None:
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.channel = channels.channel(f"127.0.0.1:{self.port}")
 
     def log_lines(self) -> list[dict[str, Any]]:
         """Every JSON log line written so far."""

@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from clients import channels
 from testkit.ports import LOOPBACK, reserved_port
 
 START_SECONDS = 60.0
@@ -232,7 +233,7 @@ class ServedProcess:
 def wait_healthy(target: str, process: subprocess.Popen[str], timeout: float) -> None:
     """Wait until the gRPC health check at `target` answers SERVING, while `process` runs."""
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(target) as channel:
+    with channels.channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while process.poll() is None and time.monotonic() < deadline:
             try:

@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 from basra.v1 import rules_pb2_grpc
 
+from clients import channels
 from testkit.deployment import REPO
 from testkit.matchplay import Matches, Tally
 
@@ -55,14 +56,14 @@ def replica(
     """A channel to `target` (host:port), with the published service config or without, in
     plaintext or over TLS (checking the server's certificate for `server_name`)."""
     options: list[tuple[str, str | int]] = [("grpc.use_local_subchannel_pool", 1)]
-    if service_config:
-        options.append(("grpc.service_config", SERVICE_CONFIG.read_text()))
     if server_name is not None:
         options.append(("grpc.ssl_target_name_override", server_name))
-    if credentials is None:
-        channel = grpc.insecure_channel(target, options=options)
-    else:
-        channel = grpc.secure_channel(target, credentials, options=options)
+    channel = channels.channel(
+        target,
+        options=options,
+        credentials=credentials,
+        service_config=SERVICE_CONFIG.read_text() if service_config else None,
+    )
     stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
     return Replica(name, channel, stub)
 

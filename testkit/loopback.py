@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 from basra.v1 import rules_pb2_grpc
 
+from clients import channels
 from clients.refusals import error_infos
 from service.config import Config
 from service.interceptors import CallObserver
@@ -37,7 +38,7 @@ def serving(config: Config) -> Iterator[Any]:
     """A thread-pool server with this configuration on a free loopback port, and a stub."""
     with (
         served_port(config) as port,
-        grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+        channels.channel(f"127.0.0.1:{port}") as channel,
     ):
         yield rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
 

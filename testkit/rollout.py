@@ -47,6 +47,7 @@ from typing import Any
 import grpc
 from basra.v1 import rules_pb2_grpc
 
+from clients import channels
 from testkit import harness
 from testkit.harness import ServedProcess
 from testkit.matchplay import Failure, Matches, Tally, failures_by_kind
@@ -163,11 +164,7 @@ class Rollout:
 
     def _start(self, spec: Spec) -> Pod:
         served = spec.start()
-        channel = (
-            grpc.insecure_channel(served.target)
-            if spec.credentials is None
-            else grpc.secure_channel(served.target, spec.credentials)
-        )
+        channel = channels.channel(served.target, credentials=spec.credentials)
         stub = rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
         return Pod(spec, served, channel, stub)
 

@@ -40,6 +40,7 @@ from basra.v1 import rules_pb2_grpc
 from google.protobuf.message import Message
 
 import engine
+from clients import channels
 from clients.refusals import reason_of
 from engine import Action, Event, State, Status
 from service import errors
@@ -379,7 +380,7 @@ def run(
     rss_start = _rss(start_pids)
     started = time.monotonic()
     pacer = Pacer(rate, started + duration)
-    channels = [grpc.insecure_channel(target) for _ in range(tables)]
+    opened = [channels.channel(target) for _ in range(tables)]
     faults = Faults()
     done = threading.Event()
     killing = bool(kill_every) or kill_before_wrong
@@ -417,7 +418,7 @@ def run(
 
     threads = [
         threading.Thread(target=table_loop, args=(i, c), name=f"table-{i}")
-        for i, c in enumerate(channels)
+        for i, c in enumerate(opened)
     ]
     samples: list[tuple[float, dict[int, int | None]]] = []
     if sample_every:
@@ -442,7 +443,7 @@ def run(
     for thread in threads[tables:]:
         thread.join()
     elapsed = time.monotonic() - started
-    for channel in channels:
+    for channel in opened:
         channel.close()
     end_pids = workers()
     total = sum(counts.calls.values())

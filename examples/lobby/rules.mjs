@@ -15,6 +15,16 @@ const REPO = path.resolve(HERE, '..', '..');
 export const DEFAULT_PROTO_DIR = path.join(REPO, 'proto');
 export const DEFAULT_SERVICE_CONFIG = path.join(REPO, 'deploy', 'grpc-service-config.json');
 const CALL_DEADLINE_MS = 10000;
+// The published client keepalive (docs/integration.md, "Client settings"): ping every 10 s,
+// drop the connection when no answer comes within 1 s, idle or not. Without it a server lost
+// without a reset keeps its share of the calls for as long as Linux keeps the connection
+// (about 15 minutes). grpc-js pings on a fixed 10 s timer and cannot set TCP_USER_TIMEOUT, so
+// it notices such a loss 1 to 11 s after it.
+export const KEEPALIVE_OPTIONS = {
+  'grpc.keepalive_time_ms': 10000,
+  'grpc.keepalive_timeout_ms': 1000,
+  'grpc.keepalive_permit_without_calls': 1,
+};
 
 // A refusal's reason travels as a google.rpc.Status with one google.rpc.ErrorInfo detail in the
 // `grpc-status-details-bin` trailer. Only the fields read here are declared.
@@ -91,19 +101,24 @@ export function loadService(protoDir = DEFAULT_PROTO_DIR) {
 }
 
 /**
- * Connect to the rules service at `address` ("host:port"). The channel retries UNAVAILABLE,
- * CANCELLED (a pod stopping) and RESOURCE_EXHAUSTED with backoff as the service config file
- * says; every RPC is pure, so retrying any of them is safe.
+ * Connect to the rules service at `address` ("host:port"), with the published keepalive. The
+ * channel retries UNAVAILABLE, CANCELLED (a pod stopping) and RESOURCE_EXHAUSTED with backoff
+ * as the service config file says; every RPC is pure, so retrying any of them is safe. Each
+ * call's deadline is `deadlineMs`.
  */
-export function connect(address, { protoDir = DEFAULT_PROTO_DIR, serviceConfig = DEFAULT_SERVICE_CONFIG } = {}) {
+export function connect(
+  address,
+  { protoDir = DEFAULT_PROTO_DIR, serviceConfig = DEFAULT_SERVICE_CONFIG, deadlineMs = CALL_DEADLINE_MS } = {},
+) {
   const RulesService = loadService(protoDir);
   const config = fs.readFileSync(serviceConfig, 'utf8');
   const client = new RulesService(address, grpc.credentials.createInsecure(), {
+    ...KEEPALIVE_OPTIONS,
     'grpc.service_config': JSON.stringify(JSON.parse(config)),
   });
   const call = (method, request) =>
     new Promise((resolve, reject) => {
-      const deadline = new Date(Date.now() + CALL_DEADLINE_MS);
+      const deadline = new Date(Date.now() + deadlineMs);
       client[method](request, { deadline }, (error, response) =>
         error ? reject(new Refusal(error)) : resolve(response),
       );

@@ -334,6 +334,14 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "walk-through checked)"
     ),
     # RELIABILITY.md
+    ".venv/bin/python -m testkit.blackhole --grpc-go --grpc-js": NotRun(
+        "needs root (a network namespace, iptables in it); the Go and grpc-js clients are measured,"
+        " not held"
+    ),
+    ".venv/bin/python -m testkit.blackhole": NotRun(
+        "needs root (a network namespace, iptables in it); tests/service/test_service_blackhole.py"
+        " runs the same measurement"
+    ),
     (
         ".venv/bin/python -m testkit.soak --duration 600 --rate 150 --tables 8 --seed 5 "
         "--json /tmp/soak.json"

@@ -1,5 +1,5 @@
 // Package rules is a client of the Basra rules service (basra.v1.RulesService) for a Go lobby:
-// one channel with the published retry policy, a deadline on every call, health through
+// one channel with the published retry policy and keepalive, a deadline on every call, health through
 // grpc-go's health client, TLS (and mutual TLS) when given certificates, and refusals read as their reason codes.
 // Match (match.go) keeps one match's state and guards every move with expected_seq.
 package rules
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	// Registers grpc-go's client-side health checking, so that a healthCheckConfig in the
 	// service config takes effect instead of being ignored.
 	_ "google.golang.org/grpc/health"
@@ -27,6 +28,18 @@ import (
 // CallTimeout is the deadline of each call: a second suits every RPC at the default bot
 // budget; the rest is room for the retry policy's backoff on a busy machine.
 const CallTimeout = 5 * time.Second
+
+// Keepalive is the published client keepalive (docs/integration.md, "Client settings"): a
+// connection that has read nothing for 10 s (the least grpc-go allows) is pinged, and dropped
+// when no answer comes within 1 s; grpc-go also sets the socket's TCP_USER_TIMEOUT to the
+// Timeout, so a connection whose sent data goes unacknowledged for 1 s is dropped too. Without
+// it a server lost without a reset keeps its share of the calls, each waiting out its
+// deadline, for as long as Linux keeps the connection (about 15 minutes).
+var Keepalive = keepalive.ClientParameters{
+	Time:                10 * time.Second,
+	Timeout:             time.Second,
+	PermitWithoutStream: true,
+}
 
 // ServiceName is the name health reports the rules service under.
 const ServiceName = "basra.v1.RulesService"
@@ -68,7 +81,7 @@ func Dial(target string, options Options, extra ...grpc.DialOption) (*Client, er
 		}
 		transport = credentials.NewTLS(config)
 	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithKeepaliveParams(Keepalive)}
 	if options.ServiceConfig != "" {
 		// The file is passed as it is, whatever it holds besides the retry policy.
 		config, err := os.ReadFile(options.ServiceConfig)

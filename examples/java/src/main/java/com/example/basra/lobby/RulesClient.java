@@ -35,8 +35,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
- * The rules service as a Java lobby calls it: one channel with the published retry policy, a
- * deadline on every call, and refusals thrown as {@link Refusal} with their reason code.
+ * The rules service as a Java lobby calls it: one channel with the published retry policy and
+ * keepalive, a deadline on every call, and refusals thrown as {@link Refusal} with their reason
+ * code.
  */
 public final class RulesClient implements AutoCloseable {
   /** The service a health check asks about. */
@@ -44,6 +45,18 @@ public final class RulesClient implements AutoCloseable {
 
   /** Each call's deadline, retries included: every RPC answers in well under a second. */
   static final long CALL_DEADLINE_MS = 10_000;
+
+  /**
+   * The published client keepalive (docs/integration.md, "Client settings"): a connection that
+   * has read nothing for 10 s (the least grpc-java allows) is pinged, and dropped when no answer
+   * comes within 1 s; with Netty's epoll transport, grpc-java also sets the socket's
+   * TCP_USER_TIMEOUT to the timeout, so a connection whose sent data goes unacknowledged for
+   * 1 s is dropped too. Without it a server lost without a reset keeps its share of the calls
+   * for as long as Linux keeps the connection (about 15 minutes).
+   */
+  static final long KEEPALIVE_TIME_MS = 10_000;
+
+  static final long KEEPALIVE_TIMEOUT_MS = 1_000;
 
   private final ManagedChannel channel;
   private final RulesServiceBlockingStub rules;
@@ -70,6 +83,9 @@ public final class RulesClient implements AutoCloseable {
         Grpc.newChannelBuilder(target, credentials(tls))
             .defaultServiceConfig(serviceConfig(serviceConfig))
             .enableRetry()
+            .keepAliveTime(KEEPALIVE_TIME_MS, TimeUnit.MILLISECONDS)
+            .keepAliveTimeout(KEEPALIVE_TIMEOUT_MS, TimeUnit.MILLISECONDS)
+            .keepAliveWithoutCalls(true)
             .intercept(interceptors)
             .build();
     return new RulesClient(channel);
