@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,21 @@ POOL_LOOK_SECONDS = 1.0
 # Why the supervisor replaced a worker: its process ended, or it stopped answering its probes.
 REPLACED_REASONS = ("died", "hung")
 _SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+# The longest path a unix socket may have (sun_path's 108 bytes, less the terminating NUL).
+_SOCKET_PATH_MAX = 107
+
+
+def socket_directory() -> str:
+    """A new directory for the workers' probe sockets, mode 0700 (mkdtemp's: the sockets skip
+    TLS, so only this user may reach them): under TMPDIR, or under /tmp when TMPDIR's path is
+    too long for a socket's (gRPC refuses the port, and the worker would never start)."""
+    directory = tempfile.mkdtemp(prefix="basra-probes-")
+    if len(os.path.join(directory, "worker-1000.sock")) > _SOCKET_PATH_MAX:
+        os.rmdir(directory)
+        directory = tempfile.mkdtemp(prefix="basra-probes-", dir="/tmp")
+    return directory
 
 
 # pidfd_getfd(2): the same number on every architecture (the syscall table shared since 5.1).

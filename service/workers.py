@@ -20,7 +20,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +34,13 @@ from prometheus_client import multiprocess
 from service import metrics, plan_table
 from service.config import Config
 from service.logs import Logger, make_logger
-from service.worker_probes import PoolWatch, ReplacedWorkers, WorkerProbes, close_listener
+from service.worker_probes import (
+    PoolWatch,
+    ReplacedWorkers,
+    WorkerProbes,
+    close_listener,
+    socket_directory,
+)
 
 if TYPE_CHECKING:
     from service.health import ProbePort
@@ -263,9 +268,8 @@ def supervise(config: Config, logger: Logger) -> int:
     checks: WorkerProbes | None = None
     try:
         if config.worker_probe_seconds > 0:
-            # mkdtemp's mode is 0700: the sockets skip TLS, so only this user may reach them.
             try:
-                sockets = tempfile.mkdtemp(prefix="basra-probes-")
+                sockets = socket_directory()
             except OSError as error:
                 logger.error(
                     "cannot make the directory of the worker probes' sockets",

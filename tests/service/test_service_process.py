@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from basra.v1 import rules_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service.metrics import FLUSH_SECONDS, multiprocess_registry
+from service.worker_probes import socket_directory
 from testkit import harness
 from testkit.calls import REPO, scrape, scrape_until
 from testkit.harness import ServedProcess, command
@@ -324,9 +326,11 @@ def test_a_served_port_is_not_shared_and_no_start_leaves_a_metrics_directory_beh
         assert list(scratch.iterdir()) == [], flags
     server = harness.start(["--workers", "1"], env={"TMPDIR": str(scratch)}, metrics=True)
     try:
-        # The metrics directory, and the one of the worker probes' sockets.
+        # The metrics directory, and the one of the worker probes' sockets where TMPDIR's path
+        # leaves room for a socket's (service.worker_probes.socket_directory: else /tmp's).
         made = sorted(p.name.split("-")[:2] for p in scratch.iterdir())
-        assert made == [["basra", "metrics"], ["basra", "probes"]]
+        room = len(str(scratch / "basra-probes-12345678" / "worker-1000.sock")) <= 107
+        assert made == [["basra", "metrics"], *([["basra", "probes"]] if room else [])]
     finally:
         assert server.stop() == 0
     assert list(scratch.iterdir()) == []
@@ -421,3 +425,25 @@ def test_sigterm_during_a_burst_drains_cleanly() -> None:
     events = [line.get("event") for line in server.log_lines()]
     assert events.count("worker stopping") == 2 and events.count("worker stopped") == 2
     assert events[-1] == "stopped"
+
+
+def test_the_probe_sockets_go_under_tmp_when_tmpdir_is_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TMPDIR whose path leaves no room for a unix socket's (108 bytes) would keep every
+    worker from starting: the probe sockets' directory is made under /tmp then, mode 0700."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    made = socket_directory()
+    try:
+        assert Path(made).parent == Path("/tmp"), made
+        assert os.stat(made).st_mode & 0o777 == 0o700
+        assert list(deep.iterdir()) == []
+    finally:
+        os.rmdir(made)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made = socket_directory()
+    room = len(str(tmp_path / "basra-probes-12345678" / "worker-1000.sock")) <= 107
+    assert Path(made).parent == (tmp_path if room else Path("/tmp")), made
+    os.rmdir(made)
