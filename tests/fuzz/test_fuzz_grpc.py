@@ -41,7 +41,8 @@ from service.server import make_handlers
 from service.servicer import METHODS, Unreadable, respond
 from testkit import harness, messages
 from testkit.actions import action_to_proto, random_action, spellings
-from testkit.fuzz import ALLOWED, ZONE_OPS, ZONES, zone, zone_op
+from testkit.fuzz import ZONE_OPS, ZONES, zone, zone_op
+from testkit.fuzz_calls import ALLOWED
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 # The suite's 300 s guard against a hang is sized for the default budget; a long run (the
