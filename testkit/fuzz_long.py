@@ -1,0 +1,79 @@
+"""The long coverage-guided run: the atheris target of every RPC of the contract for its share of
+the executions, two at a time, each into a corpus of its own under --work; then a summary.
+
+    nice -n 10 .venv/bin/python -m testkit.fuzz_long --runs 1000000 --work /tmp/fuzz-long
+
+prints (and writes to WORK/summary.json) each RPC's executions, seconds, coverage (libFuzzer's
+edge count) and exit status, and the unexpected outcomes: crash, leak, timeout or out-of-memory
+artifacts and non-zero exits; it exits 1 on any. The lines of engine/, wire/ and service/ the
+corpus reaches are measured by replaying it under coverage.py (RELIABILITY.md has the command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from testkit import atheris_target
+from testkit.fuzz_calls import BATCH
+from testkit.fuzz_inputs import REPO
+from testkit.rpcs import methods
+
+LANES = 2
+
+
+def one(method: str, runs: int, work: Path) -> dict[str, Any]:
+    """Run one RPC's target for `runs` executions; its figures from libFuzzer's log."""
+    corpus, artifacts = work / "corpus" / method, work / "artifacts" / method
+    corpus.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    log = work / f"{method}.log"
+    began = time.monotonic()
+    with log.open("w") as out:
+        args = [f"-runs={runs}", f"-artifact_prefix={artifacts}/", "-print_final_stats=1"]
+        done = atheris_target.run(method, [*args, str(corpus)], cwd=REPO, stdout=out, stderr=out)
+    text = log.read_text(errors="replace")
+    ran = re.search(r"stat::number_of_executed_units: (\d+)", text)
+    cov = re.findall(r"cov: (\d+)", text)
+    return {
+        "runs": int(ran.group(1)) if ran else 0,
+        "seconds": round(time.monotonic() - began, 1),
+        "coverage_edges": int(cov[-1]) if cov else 0,
+        "corpus": sum(1 for _ in corpus.iterdir()),
+        "exit": done.returncode,
+        "artifacts": sorted(p.name for p in artifacts.iterdir()),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run every target, print the summary; 1 on any unexpected outcome."""
+    parser = argparse.ArgumentParser(prog="python -m testkit.fuzz_long")
+    parser.add_argument("--runs", type=int, default=1_000_000, help="executions in all")
+    parser.add_argument("--work", type=Path, required=True, help="corpora, artifacts, logs")
+    args = parser.parse_args(argv)
+    rpcs = sorted(methods(), key=lambda m: m != BATCH)  # the slowest first: lanes end together
+    share = -(-args.runs // len(rpcs))
+    began = time.monotonic()
+    with ThreadPoolExecutor(LANES) as lanes:
+        results = dict(zip(rpcs, lanes.map(lambda m: one(m, share, args.work), rpcs), strict=True))
+    unexpected = sum(len(r["artifacts"]) + (r["exit"] != 0) for r in results.values())
+    summary = {
+        "runs": sum(r["runs"] for r in results.values()),
+        "seconds": round(time.monotonic() - began, 1),
+        "unexpected": unexpected,
+        "per_rpc": results,
+    }
+    print(json.dumps(summary, indent=1))
+    (args.work / "summary.json").write_text(json.dumps(summary, indent=1))
+    return 1 if unexpected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
