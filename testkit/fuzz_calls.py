@@ -26,7 +26,6 @@ from typing import Any
 
 import grpc
 from basra.v1 import rules_pb2 as pb
-from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 import engine
@@ -358,17 +357,23 @@ def _fits(worker: Worker, size: int, unary: Ended) -> bool:
 
 
 def _same(seen: Ended, unary: Ended) -> bool:
-    """Whether a batch item ended as its unary call (statuses compared parsed: map order)."""
-    if seen.code is not unary.code:
-        return False
-    if seen.code is grpc.StatusCode.OK:
-        return seen.body == unary.body
-    return bool(seen.rich() == unary.rich())
+    """Whether a batch item ended as its unary call."""
+    return view(seen) == view(unary)
 
 
-def message_of(method: str, data: bytes) -> Message | None:
-    """The request of `method` the bytes parse as (None: they do not)."""
-    try:
-        return methods()[method][0].FromString(data)
-    except Exception:
-        return None
+def view(ended: Ended) -> tuple[Any, ...]:
+    """An outcome to compare: the answer's bytes, or the status with its details unpacked (the
+    order of an ErrorInfo's metadata entries is the encoder's, and changes between processes)."""
+    if ended.code is grpc.StatusCode.OK:
+        return (ended.code, ended.body)
+    rich = ended.rich()
+    details = []
+    for detail in rich.details:
+        info = error_details_pb2.ErrorInfo()
+        details.append((detail.type_url, info if detail.Unpack(info) else detail.value))
+    return (ended.code, rich.code, rich.message, details)
+
+
+def batch_view(answer: bytes) -> list[tuple[Any, ...]]:
+    """A BatchApply answer to compare: the view of each item's outcome."""
+    return [view(item_outcome(result)) for result in batch.ResponseWire.FromString(answer).results]
