@@ -23,6 +23,7 @@ command runs it in a child process of its own.
 from __future__ import annotations
 
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,9 @@ def fuzz(method: str, argv: list[str]) -> None:
                 return changed
         return bytes(atheris.Mutate(data, max_size))
 
-    atheris.Setup([sys.argv[0], *argv], test_one_input, custom_mutator=mutator)
+    # libFuzzer runs its argv[0] through the shell for -merge's inner runs: this command.
+    itself = f"{shlex.quote(sys.executable)} -m testkit.atheris_target {CHILD} {method}"
+    atheris.Setup([itself, *argv], test_one_input, custom_mutator=mutator)
     atheris.Fuzz()
 
 

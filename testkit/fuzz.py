@@ -73,6 +73,7 @@ def number(rnd: random.Random, signed: bool) -> int:
 
 
 def any_text(rnd: random.Random) -> str:
+    """A tricky string or random characters."""
     if rnd.random() < 0.5:
         return rnd.choice(TRICKY)
     return "".join(chr(rnd.randint(1, 0x2FFF)) for _ in range(rnd.randint(0, 20)))
