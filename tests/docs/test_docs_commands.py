@@ -351,6 +351,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "-p no:cacheprovider tests/fuzz/test_fuzz_grpc.py"
     ): FUZZ,
     FUZZ_LONG: Run(extra=("--runs", "14")),
+    ".venv/bin/python -m testkit.fuzz_long --keep --work /tmp/fuzz-long": NotRun(
+        "adds a long run's inputs to tests/fuzz/corpus, in the repository; the test command "
+        "replays that corpus (tests/fuzz/test_fuzz_atheris.py)"
+    ),
     (
         ".venv/bin/coverage run --data-file=/tmp/fuzz-long/coverage --source=engine,wire,service "
         "-m testkit.fuzz_inputs /tmp/fuzz-long/corpus && .venv/bin/coverage report "
