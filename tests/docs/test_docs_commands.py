@@ -343,7 +343,7 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--seed 2"
     ): Run(extra=("--duration", "3", "--kill-every", "1")),
     (
-        ".venv/bin/python -m testkit.fuzz --requests 200000 --seed 20261203 --report "
+        ".venv/bin/python -m testkit.fuzz --requests 200000 --seed 20261207 --report "
         "/tmp/fuzz-in-process.json"
     ): Run(extra=("--requests", "2000")),
     (
