@@ -7,7 +7,7 @@ benchmarks those very handlers, to call in process exactly as a worker's server 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -32,11 +32,14 @@ class _Recorder:
 
 
 def method_handlers(
-    servicer: RulesServicer, max_request_bytes: int | None = None
+    servicer: RulesServicer,
+    max_request_bytes: int | None = None,
+    more: Mapping[str, grpc.RpcMethodHandler[Any, Any]] | None = None,
 ) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
-    """Each RPC's handler as add_to_server registers it, by method name ("Apply", ...)."""
+    """Each RPC's handler as add_to_server registers it, by method name ("Apply", ...), with
+    `more` handlers of the same service (BatchApply's, from service.batch.served)."""
     recorder = _Recorder()
-    add_to_server(servicer, recorder, max_request_bytes)
+    add_to_server(servicer, recorder, max_request_bytes, more)
     return recorder.handlers
 
 

@@ -125,6 +125,7 @@ FUZZ = NotRun(
     "tests/fuzz at thousands of examples per property takes many minutes; the test command "
     "runs the same tests at 60"
 )
+FUZZ_LONG = "nice -n 10 .venv/bin/python -m testkit.fuzz_long --runs 1000000 --work /tmp/fuzz-long"
 
 COMMANDS: dict[str, Run | Serve | NotRun] = {
     # README.md and docs/getting-started.md (the quick start, trying it, a client in C++)
@@ -351,13 +352,23 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--seed 2"
     ): Run(extra=("--duration", "3", "--kill-every", "1")),
     (
-        ".venv/bin/python -m testkit.fuzz --requests 200000 --seed 20261203 --report "
+        ".venv/bin/python -m testkit.fuzz --requests 200000 --seed 20261207 --report "
         "/tmp/fuzz-in-process.json"
     ): Run(extra=("--requests", "2000")),
     (
         "BASRA_FUZZ_EXAMPLES=7200 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
         "-p no:cacheprovider tests/fuzz/test_fuzz_grpc.py"
     ): FUZZ,
+    FUZZ_LONG: Run(extra=("--runs", "14")),
+    ".venv/bin/python -m testkit.fuzz_long --keep --work /tmp/fuzz-long": NotRun(
+        "adds a long run's inputs to tests/fuzz/corpus, in the repository; the test command "
+        "replays that corpus (tests/fuzz/test_fuzz_atheris.py)"
+    ),
+    (
+        ".venv/bin/coverage run --data-file=/tmp/fuzz-long/coverage --source=engine,wire,service "
+        "-m testkit.fuzz_inputs /tmp/fuzz-long/corpus && .venv/bin/coverage report "
+        "--data-file=/tmp/fuzz-long/coverage"
+    ): Run(after=(FUZZ_LONG,)),
     # docs/bot.md
     ".venv/bin/basra-rules play --bots strong greedy": Run(server="--target"),
     # docs/deploy.md

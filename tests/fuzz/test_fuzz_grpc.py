@@ -25,7 +25,8 @@ from typing import Any
 import grpc
 import pytest
 from basra.v1 import rules_pb2 as pb
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,15 +34,14 @@ from hypothesis import strategies as st
 import engine
 from clients.refusals import error_infos
 from engine import State, Status
-from service import reading
+from service import batch, reading
 from service.config import Config
-from service.errors import Refusal
-from service.outcomes import Facts
-from service.server import make_handlers
-from service.servicer import METHODS, Unreadable, respond
 from testkit import harness, messages
 from testkit.actions import action_to_proto, random_action, spellings
-from testkit.fuzz import ALLOWED, ZONE_OPS, ZONES, zone, zone_op
+from testkit.fuzz import ZONE_OPS, ZONES, zone, zone_op
+from testkit.fuzz_calls import ALLOWED, Ended, Worker, batch_view, reason
+from testkit.rpcs import methods
+from wire.actions import action_from_proto
 
 EXAMPLES = int(os.environ.get("BASRA_FUZZ_EXAMPLES", "60"))
 # The suite's 300 s guard against a hang is sized for the default budget; a long run (the
@@ -251,42 +251,23 @@ def tally() -> Iterator[Counter[str]]:
             json.dump(dict(sorted(merged.items())), out, indent=2)
 
 
-HANDLERS = make_handlers(Config(), None)
-LIMIT = Config().max_message_bytes
-BY_METHOD: dict[str, Callable[[Any, Facts], bytes]] = {
-    "NewMatch": HANDLERS.new_match,
-    "Apply": HANDLERS.apply,
-    "LegalMoves": HANDLERS.legal_moves,
-    "PlayerView": HANDLERS.player_view,
-    "Replay": HANDLERS.replay,
-    "SuggestMove": HANDLERS.suggest_move,
-}
+WORKER = Worker()  # the same handlers in this process, every RPC of the contract
+RPCS = sorted(methods())
 
 
-def _expected(method: str, body: bytes) -> tuple[bytes | None, Refusal | None]:
-    """What the handlers answer in this process to the same request bytes."""
-    request_type = METHODS[method][0]
-    request: Message | Unreadable
-    if len(body) > LIMIT:
-        request = Unreadable(request_type.DESCRIPTOR.name, len(body), LIMIT)
-    else:
-        try:
-            request = request_type.FromString(body)
-        except DecodeError:
-            request = Unreadable(request_type.DESCRIPTOR.name, len(body))
-    outcome = respond(BY_METHOD[method], request, Facts())
-    if isinstance(outcome, bytes):
-        return outcome, None
-    assert isinstance(outcome, Refusal), f"{method} failed INTERNAL here: {outcome.error!r}"
-    return None, outcome
+def _expected(method: str, body: bytes) -> Ended:
+    """What the handlers registered in this process answer to the same request bytes."""
+    ended = WORKER.call(method, body)
+    assert ended.code is not grpc.StatusCode.INTERNAL, f"{method} failed INTERNAL here"
+    return ended
 
 
 def check_call(channel: grpc.Channel, tally: Counter[str], method: str, body: bytes) -> Any:
     """Send raw request bytes; check the answer against the rules above; return the response."""
     # No serializers: the bytes go on the wire exactly as given, and come back as bytes.
     call = channel.unary_unary(f"/basra.v1.RulesService/{method}", None, None)
-    response_type = METHODS[method][1]
-    want, refusal = _expected(method, body)
+    response_type = methods()[method][1]
+    expected = _expected(method, body)
     try:
         answer = call(body, timeout=CALL_TIMEOUT)
     except grpc.RpcError as error:
@@ -298,16 +279,22 @@ def check_call(channel: grpc.Channel, tally: Counter[str], method: str, body: by
         info = infos[0]
         assert info.domain == "basra.v1" and info.reason
         tally[f"reason {info.reason}"] += 1
-        assert refusal is not None, f"{method} refused ({info.reason}) what the handlers accept"
-        assert (code, info.reason) == (refusal.code, refusal.reason)
+        assert expected.code is not grpc.StatusCode.OK, (
+            f"{method} refused ({info.reason}) what the handlers accept"
+        )
+        assert (code, info.reason) == (expected.code, reason(expected))
         return None
     tally[f"{method} OK"] += 1
-    assert refusal is None, f"{method} accepted what the handlers refuse ({refusal})"
+    assert expected.code is grpc.StatusCode.OK, (
+        f"{method} accepted what the handlers refuse ({reason(expected)})"
+    )
     response: Any = response_type.FromString(answer)
     if method == "NewMatch" and not pb.NewMatchRequest.FromString(body).seed:
         assert len(response.state.seed) == 32  # drawn by the server, so not comparable
+    elif method == "BatchApply":
+        assert batch_view(answer) == batch_view(expected.body)
     else:
-        assert answer == want or response == response_type.FromString(want or b"")
+        assert answer == expected.body or response == response_type.FromString(expected.body)
     return response
 
 
@@ -413,7 +400,7 @@ def test_replay_with_random_seeds_and_actions(
 
 
 @FUZZ
-@given(method=st.sampled_from(sorted(METHODS)), body=st.binary(max_size=3000))
+@given(method=st.sampled_from(RPCS), body=st.binary(max_size=3000))
 def test_raw_random_bytes_as_request_bodies(
     channel: grpc.Channel, tally: Counter[str], method: str, body: bytes
 ) -> None:
@@ -421,7 +408,7 @@ def test_raw_random_bytes_as_request_bodies(
 
 
 @FUZZ
-@given(method=st.sampled_from(sorted(METHODS)), data=st.data())
+@given(method=st.sampled_from(RPCS), data=st.data())
 def test_valid_requests_with_flipped_bytes(
     channel: grpc.Channel, tally: Counter[str], method: str, data: st.DataObject
 ) -> None:
@@ -436,9 +423,68 @@ def test_valid_requests_with_flipped_bytes(
         "SuggestMove": pb.SuggestMoveRequest(
             state=state, seat=state.to_move, level=pb.BOT_LEVEL_GREEDY, bot_seed=b"fuzz"
         ),
+        "BatchApply": pb.BatchApplyRequest(
+            requests=[pb.ApplyRequest(state=state, action=pb.Action(seat=0, card="AC"))] * 2
+        ),
     }
     body = bytearray(valid[method].SerializeToString())
     for _ in range(data.draw(st.integers(1, 3))):
         index = data.draw(st.integers(0, len(body) - 1))
         body[index] = data.draw(st.integers(0, 255))
     check_call(channel, tally, method, bytes(body))
+
+
+@FUZZ
+@given(data=st.data())
+def test_batch_apply_of_mixed_items_answers_each_as_its_unary_apply(
+    channel: grpc.Channel, tally: Counter[str], data: st.DataObject
+) -> None:
+    """Item counts at, under and over the bound, valid, mutated and unparsable items, two moves
+    of one match: the batch answers as the handlers here do, and each item as a unary Apply of
+    it over the same channel."""
+    items: list[bytes] = []
+    count = data.draw(st.one_of(st.integers(0, 8), st.sampled_from([63, 64, 65])))
+    for _ in range(count):
+        kind = data.draw(st.sampled_from(["legal", "mutated", "bytes", "next"]))
+        if kind == "bytes":
+            items.append(data.draw(st.binary(max_size=300)))
+            continue
+        if kind == "mutated":
+            state = data.draw(state_message())
+            request = pb.ApplyRequest(state=state, action=data.draw(action_message(state)))
+            items.append(request.SerializeToString())
+            continue
+        playing = [s for s in POOL if s.status is Status.IN_PROGRESS]
+        engine_state = data.draw(st.sampled_from(playing))
+        action = data.draw(legal_action(engine_state))
+        items.append(apply_bytes(engine_state, action))
+        if kind == "next":  # the next move of the same match, in the same batch
+            after, _ = engine.apply(engine_state, action_from_proto(action))
+            if after.status is Status.IN_PROGRESS:
+                items.append(apply_bytes(after, data.draw(legal_action(after))))
+    body = batch.RequestWire(requests=items).SerializeToString()
+    response = check_call(channel, tally, "BatchApply", body)
+    if response is None:
+        assert len(items) > Config().max_batch_items
+        return
+    apply = channel.unary_unary("/basra.v1.RulesService/Apply", None, None)
+    assert len(response.results) == len(items)
+    for item, result in zip(items, response.results, strict=True):
+        try:
+            unary = pb.ApplyResponse.FromString(apply(item, timeout=CALL_TIMEOUT))
+        except grpc.RpcError as error:
+            (info,) = error_infos(error.trailing_metadata())
+            assert result.WhichOneof("result") == "status"
+            assert result.status.code == error.code().value[0]
+            packed = [error_details_pb2.ErrorInfo() for _ in result.status.details]
+            assert all(d.Unpack(i) for d, i in zip(result.status.details, packed, strict=True))
+            assert packed == [info]  # the same ErrorInfo, the only detail of this refusal
+            tally["BatchApply item refused"] += 1
+        else:
+            assert result.response == unary
+            tally["BatchApply item OK"] += 1
+
+
+def apply_bytes(state: State, action: pb.Action) -> bytes:
+    """An Apply request's bytes: `action` on `state`."""
+    return pb.ApplyRequest(state=messages.state_to_proto(state), action=action).SerializeToString()
