@@ -41,6 +41,7 @@ from service.servicer import RulesServicer
 from testkit.registered import method_handlers
 from testkit.rpcs import methods
 from wire.actions import action_from_proto
+from wire.contract import BATCH_APPLY
 
 # The codes a refusal may end with, written out by hand (not read from service.errors) so
 # that the fuzzers would catch a reason mapped to the wrong code.
@@ -52,7 +53,7 @@ ALLOWED = {
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 KNOWN = frozenset(errors.known_reasons())
-BATCH = batch.METHOD
+BATCH = BATCH_APPLY
 OVERLOADED = ServiceReason.OVERLOADED.value
 EXPIRED = ServiceReason.DEADLINE_EXPIRED.value
 TOO_LARGE = ServiceReason.RESPONSE_TOO_LARGE.value
