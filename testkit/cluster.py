@@ -1,4 +1,5 @@
-"""A single-node Kubernetes of the test's own: started, used and always removed.
+"""A single-node Kubernetes of the test's own: started, used and always removed, the host left
+as it was.
 
 The components are the pinned build of .ci/cluster-tools (Kubernetes from the Go module proxy,
 as one multi-call binary `kube`, and helm), with Debian's containerd, runc, CNI plugins and
@@ -12,13 +13,24 @@ the same machine:
 - addresses from the range reserved for testing (198.18.0.0/15), a slot of them per cluster,
   taken by an exclusive lock; pods get a route to the Service range and none off the machine;
 - a containerd with its own socket, root and state, a kubelet with its own root directory,
-  pod-log directory and cgroup root, all below one state directory per slot.
+  pod-log directory and cgroup root, all below one state directory per slot;
+- a mount namespace of the node's own, for containerd and the kubelet (and so every container
+  and volume mount): the kubelet sets kernel settings it wants (vm.overcommit_memory,
+  kernel.panic, kernel.panic_on_oops, ...: `protectKernelDefaults` off), and there each of
+  those /proc/sys files is a file of the cluster's bound over the host's, so that its writes
+  land in the cluster's files and the host's kernel is left as it was (no other component
+  writes a setting outside the node's network namespace: tests/cluster/test_cluster_host.py
+  compares all of /proc/sys before, during and after a cluster);
+- the node's allocatable CPU, NODE_CPUS whatever the machine's count (the rest reserved for
+  the system), so that a test of room on the node means the same on any machine.
 
 Teardown runs even when a test fails: workloads deleted while the kubelet can still stop them,
-then the processes by PID, the sandboxes' network namespaces, mounts, cgroups, the link and
-the node's namespace (and with it its iptables chains and forwarding switch). A run that was
-killed before its teardown leaves its slot's lock free; the next cluster on that slot removes
-what it left first.
+then the processes by PID, then any process left in the node's network namespace or the
+kubelet's cgroups, the sandboxes' network namespaces, mounts, cgroups, the link and the node's
+namespace (and with it its iptables chains and forwarding switch). A run that was killed
+before its teardown leaves its slot's lock free and its components running; the next cluster
+on that slot kills them (found by their network namespace and cgroups, not by name) and
+removes what they left before anything else.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,10 +69,48 @@ CNI_BIN = Path("/usr/lib/cni")
 LOCKS = Path("/run/basra-cluster")
 SLOTS = 16
 NODE = "basra-node"
+# The component that holds the node's mount namespace.
+MOUNTS = "node-mounts"
 PAUSE_IMAGE = "basra.test/pause:1"
 START_SECONDS = 90.0
 STOP_SECONDS = 60.0
-DEBIAN_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "etcd", "ctr", "nsenter")
+DEBIAN_TOOLS = (
+    "containerd",
+    "containerd-shim-runc-v2",
+    "runc",
+    "etcd",
+    "ctr",
+    "nsenter",
+    "unshare",
+    "mount",
+    "ip",
+    "iptables",
+)
+# The cgroup v1 hierarchies the kubelet (cgroupfs driver) and runc need: _make_cgroup_root
+# makes the kubelet's root in each hierarchy, which is cgroup v1's layout.
+CGROUP_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
+# The node's allocatable CPU: the kubelet reserves the rest of the machine's for the system.
+NODE_CPUS = 2
+# What the kubelet sets when protectKernelDefaults is off (its setupKernelTunables), each
+# bound over from a file of the cluster's in the node's mount namespace.
+KUBELET_SYSCTLS = (
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+)
+
+
+def _cgroup_v1_controllers() -> set[str]:
+    """The cgroup v1 controllers mounted below /sys/fs/cgroup."""
+    found: set[str] = set()
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, options, *_ = line.split()
+        if kind == "cgroup" and point.startswith("/sys/fs/cgroup/"):
+            found.update(options.split(","))
+    return found
 
 
 def unavailable() -> str | None:
@@ -72,7 +123,37 @@ def unavailable() -> str | None:
     for path in (KUBE, HELM, PAUSE, METRICS_SERVER, CNI_BIN / "bridge", CNI_BIN / "host-local"):
         if not path.exists():
             return f"{path} is missing (.ci/cluster-tools makes it)"
+    absent = sorted(set(CGROUP_CONTROLLERS) - _cgroup_v1_controllers())
+    if absent:
+        return (
+            f"cgroup v1 hierarchies missing: {', '.join(absent)} (the test cluster's kubelet "
+            "runs on cgroup v1 with the cgroupfs driver; this host mounts "
+            f"{_cgroup_kind()} at /sys/fs/cgroup)"
+        )
+    if not Path("/proc/sys/net/bridge/bridge-nf-call-iptables").exists():
+        return "br_netfilter is not loaded (kube-proxy needs it for pods on the node's bridge)"
+    if "overlay" not in Path("/proc/filesystems").read_text().split():
+        return "the kernel has no overlay filesystem (containerd's snapshotter)"
+    for name in KUBELET_SYSCTLS:
+        if not _sysctl_path(name).exists():
+            return f"{_sysctl_path(name)} does not exist (the kubelet reads it)"
+    if (os.cpu_count() or 1) < NODE_CPUS:
+        return f"the node's {NODE_CPUS} allocatable CPUs need at least {NODE_CPUS} on the machine"
     return None
+
+
+def _cgroup_kind() -> str:
+    """What is mounted at /sys/fs/cgroup, for a message."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, *_ = line.split()
+        if point == "/sys/fs/cgroup":
+            return kind
+    return "nothing"
+
+
+def _sysctl_path(name: str) -> Path:
+    """A kernel setting's file, in the namespace of whoever opens it."""
+    return Path("/proc/sys") / name.replace(".", "/")
 
 
 @dataclass(frozen=True)
@@ -146,10 +227,13 @@ class Cluster:
         """The cluster's containerd."""
         return self.root / "containerd" / "containerd.sock"
 
-    def in_node(self, *command: str) -> list[str]:
-        """`command` run in the node's network namespace (and no other of its namespaces, so
-        that mounts made there, by the kubelet say, are the host's)."""
-        return ["nsenter", f"--net=/run/netns/{self.netns}", "--", *command]
+    def in_node(self, *command: str, mounts: bool = False) -> list[str]:
+        """`command` run in the node's network namespace, and (`mounts`) in the node's mount
+        namespace (containerd's and the kubelet's: see `_node_mounts`)."""
+        entered = [f"--net=/run/netns/{self.netns}"]
+        if mounts:
+            entered.append(f"--mount=/proc/{self.processes[MOUNTS].pid}/ns/mnt")
+        return ["nsenter", *entered, "--", *command]
 
     def env(self) -> dict[str, str]:
         """Environment for kubectl and helm: this cluster, and a home of its own for helm."""
@@ -210,12 +294,13 @@ class Cluster:
         path = self.root / "logs" / f"{name}.log"
         return path.read_text(errors="replace")[-tail:] if path.exists() else ""
 
-    def start(self, name: str, *command: str) -> None:
-        """Start one component in the node, its output to logs/NAME.log."""
+    def start(self, name: str, *command: str, mounts: bool = False) -> None:
+        """Start one component in the node (and its mount namespace: `mounts`), its output to
+        logs/NAME.log."""
         log = (self.root / "logs" / f"{name}.log").open("ab")
         self.logs.append(log)
         self.processes[name] = subprocess.Popen(
-            self.in_node(*command),
+            self.in_node(*command, mounts=mounts),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -476,6 +561,36 @@ def _write_json(path: Path, value: object) -> Path:
     return path
 
 
+def _node_mounts(cluster: Cluster) -> None:
+    """The node's mount namespace, held by a process that only sleeps: a private copy of the
+    host's mounts, where each of KUBELET_SYSCTLS is a file of the cluster's (holding the host's
+    value) bound over the /proc/sys file. containerd and the kubelet enter it, so that the
+    kubelet's volume mounts are seen by containerd and its containers, and its writes to
+    those settings change the cluster's files, not the host's kernel. Nothing made there
+    propagates to the host, and it goes with its last process."""
+    files = cluster.root / "sysctl"
+    files.mkdir()
+    binds = []
+    for name in KUBELET_SYSCTLS:
+        kept = files / name
+        kept.write_text(_sysctl_path(name).read_text())
+        binds.append(f"mount --bind {shlex.quote(str(kept))} {_sysctl_path(name)}")
+    script = "\n".join([*binds, "exec sleep infinity"])
+    cluster.start(
+        MOUNTS, "unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script
+    )
+    holder = cluster.processes[MOUNTS].pid
+    host = os.stat("/proc/self/ns/mnt").st_ino
+
+    def bound() -> bool:
+        if os.stat(f"/proc/{holder}/ns/mnt").st_ino == host:
+            return False
+        mounted = Path(f"/proc/{holder}/mounts").read_text()
+        return all(f" {_sysctl_path(name)} " in mounted for name in KUBELET_SYSCTLS)
+
+    cluster.wait("the node's mount namespace", bound, 10, [MOUNTS])
+
+
 def _containerd(cluster: Cluster) -> None:
     """A containerd of the cluster's own, with its CRI plugin set for this sandbox."""
     root = cluster.root / "containerd"
@@ -538,7 +653,7 @@ state = "{root / "state"}"
   path = "{root / "opt"}"
 """
     (root / "config.toml").write_text(config)
-    cluster.start("containerd", "containerd", "--config", str(root / "config.toml"))
+    cluster.start("containerd", "containerd", "--config", str(root / "config.toml"), mounts=True)
     cluster.wait(
         "containerd",
         lambda: (
@@ -663,6 +778,11 @@ def _make_cgroup_root(relative: str) -> None:
                     (top / name).write_text((hierarchy / name).read_text())
 
 
+def _reserved_millicores() -> int:
+    """The machine's CPU beyond the node's NODE_CPUS, reserved for the system."""
+    return max(0, (os.cpu_count() or NODE_CPUS) - NODE_CPUS) * 1000
+
+
 def _kubelet(cluster: Cluster) -> None:
     """The kubelet, against the cluster's containerd, in a cgroup root of its own."""
     _make_cgroup_root(_cgroup_root(cluster))
@@ -706,6 +826,11 @@ def _kubelet(cluster: Cluster) -> None:
             "fileCheckFrequency": "0s",
             "volumeStatsAggPeriod": "10s",
             "shutdownGracePeriod": "0s",
+            # The default, said: the kubelet writes the kernel settings it wants, into the
+            # cluster's files bound over them in the node's mount namespace (_node_mounts).
+            "protectKernelDefaults": False,
+            # The node offers NODE_CPUS to pods whatever the machine has.
+            "systemReserved": {"cpu": f"{_reserved_millicores()}m"},
         },
     )
     cluster.start(
@@ -719,6 +844,7 @@ def _kubelet(cluster: Cluster) -> None:
         f"--node-ip={cluster.addresses.node}",
         f"--hostname-override={NODE}",
         "--v=1",
+        mounts=True,
     )
 
 
@@ -827,24 +953,30 @@ def _default_account(cluster: Cluster) -> bool:
 # ---- start and stop -------------------------------------------------------------------------
 
 
-def _take_slot() -> tuple[int, IO[str]]:
-    """The first free slot, held by an exclusive lock until the cluster is gone."""
+def _take_slot(wanted: int | None = None, seconds: float = 60.0) -> tuple[int, IO[str]]:
+    """The first free slot (or the `wanted` one, once free), held by an exclusive lock until
+    the cluster is gone."""
     LOCKS.mkdir(parents=True, exist_ok=True)
-    for slot in range(SLOTS):
-        handle = (LOCKS / f"slot-{slot}.lock").open("w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        return slot, handle
-    raise RuntimeError(f"all {SLOTS} cluster slots are taken")
+    deadline = time.monotonic() + seconds
+    while True:
+        for slot in range(SLOTS) if wanted is None else (wanted,):
+            handle = (LOCKS / f"slot-{slot}.lock").open("w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            return slot, handle
+        if wanted is None or time.monotonic() > deadline:
+            raise RuntimeError(f"cluster slot {wanted if wanted is not None else 'free'} taken")
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
-def started(images: Sequence[Path] = ()) -> Iterator[Cluster]:
-    """Start a cluster, import the image archives, wait for the node; remove it all after."""
-    slot, lock = _take_slot()
+def started(images: Sequence[Path] = (), slot: int | None = None) -> Iterator[Cluster]:
+    """Start a cluster (on `slot` once free, or the first free one), import the image
+    archives, wait for the node; remove it all after."""
+    slot, lock = _take_slot(slot)
     cluster = Cluster(slot, Path(f"/var/tmp/basra-k8s-{slot}"))
     try:
         _remove(cluster)  # what a killed run left on this slot
@@ -852,6 +984,7 @@ def started(images: Sequence[Path] = ()) -> Iterator[Cluster]:
         began = time.monotonic()
         _make_pki(cluster)
         _make_node(cluster)
+        _node_mounts(cluster)
         _containerd(cluster)
         for archive in images:
             cluster.import_image(archive)
@@ -922,17 +1055,59 @@ def _stop(cluster: Cluster) -> None:
         log.close()
 
 
-def _shims(cluster: Cluster) -> list[int]:
-    """The containerd shims (and so the containers) of this cluster's containerd."""
-    found = []
-    needle = str(cluster.containerd_socket).encode()
+def _pids_in_cgroups(relative: str) -> set[int]:
+    """The processes in the cgroups below `relative`, in every hierarchy."""
+    found: set[int] = set()
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        for procs in (hierarchy / relative.lstrip("/")).glob("**/cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(line) for line in procs.read_text().split())
+    return found
+
+
+def _pids_in_netns(netns: str) -> set[int]:
+    """The processes whose network namespace is `netns` (/run/netns/NAME)."""
+    try:
+        wanted = os.stat(f"/run/netns/{netns}")
+    except OSError:
+        return set()
+    found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                words = (entry / "cmdline").read_bytes().split(b"\0")
-                if words and words[0].endswith(b"containerd-shim-runc-v2") and needle in words:
-                    found.append(int(entry.name))
+                held = os.stat(entry / "ns" / "net")
+                if (held.st_dev, held.st_ino) == (wanted.st_dev, wanted.st_ino):
+                    found.add(int(entry.name))
     return found
+
+
+def leftovers(cluster: Cluster) -> set[int]:
+    """The slot's processes still running: every component and shim (all in the node's
+    network namespace) and every container (in the kubelet's cgroups), zombies aside."""
+    found = _pids_in_netns(cluster.netns) | _pids_in_cgroups(_cgroup_root(cluster))
+    return {pid for pid in found - {os.getpid()} if _running(pid)}
+
+
+def _running(pid: int) -> bool:
+    """Whether a process exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _kill_leftovers(cluster: Cluster, seconds: float = STOP_SECONDS) -> None:
+    """SIGKILL the slot's processes until none is left (a component killed by the run that
+    started it, or left running by a run that was killed)."""
+    deadline = time.monotonic() + seconds
+    while found := leftovers(cluster):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes of cluster slot {cluster.slot} survive SIGKILL: {found}")
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
 
 
 def _sandbox_namespaces(cluster: Cluster) -> list[str]:
@@ -949,13 +1124,9 @@ def _sandbox_namespaces(cluster: Cluster) -> list[str]:
 
 
 def _remove(cluster: Cluster) -> None:
-    """Remove whatever this slot holds: containers, namespaces, mounts, cgroups, link, files."""
-    for pid in _shims(cluster):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-    for pid in _shims(cluster):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    """Remove whatever this slot holds: processes first (components, shims, containers), then
+    namespaces, mounts, cgroups, link, files."""
+    _kill_leftovers(cluster)
     sandboxes = _sandbox_namespaces(cluster) if cluster.root.exists() else []
     for name in sandboxes:
         _ip("netns", "delete", name, check=False)
@@ -983,8 +1154,14 @@ def _remove_cgroups(relative: str) -> None:
 
 
 if __name__ == "__main__":
-    # By hand: start a cluster and keep it until Ctrl-C (KUBECONFIG is printed).
-    with started() as running:
-        print(f"KUBECONFIG={running.kubeconfig} nsenter --net=/run/netns/{running.netns}")
+    # By hand: start a cluster with the image archives named and keep it until Ctrl-C
+    # (KUBECONFIG is printed).
+    import sys
+
+    with started([Path(a) for a in sys.argv[1:]]) as running:
+        print(
+            f"KUBECONFIG={running.kubeconfig} nsenter --net=/run/netns/{running.netns}",
+            flush=True,
+        )
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()

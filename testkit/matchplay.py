@@ -90,11 +90,18 @@ class Tally:
     failures: list[Failure] = field(default_factory=list)
     matches: int = 0
     finished: int = 0
+    ended: list[tuple[float, float]] = field(default_factory=list)
+    """Each call's end (time.monotonic()) and how long it took, seconds, failed or not."""
 
     def total(self) -> int:
         """Calls made so far."""
         with self.lock:
             return sum(self.calls.values())
+
+    def ended_between(self, start: float, end: float) -> list[float]:
+        """How long each call that ended between `start` and `end` took, seconds."""
+        with self.lock:
+            return [took for at, took in self.ended if start <= at <= end]
 
 
 class Matches:
@@ -169,6 +176,7 @@ class Matches:
             self.tally.by_pod[target.name] += 1
             if made_by is not None and made_by != target.name:
                 self.tally.crossings[(made_by, target.name)] += 1
+        began = time.monotonic()
         try:
             return getattr(target.stub, method)(request, timeout=CALL_TIMEOUT)
         except grpc.RpcError as error:
@@ -179,6 +187,10 @@ class Matches:
             failure = Failure(method, target.name, made_by, code, reason, error.details() or "")
             self._fail(dataclasses.replace(failure, metadata=metadata))
             return None
+        finally:
+            now = time.monotonic()
+            with self.tally.lock:
+                self.tally.ended.append((now, now - began))
 
     def _fail(self, failure: Failure) -> None:
         with self.tally.lock:

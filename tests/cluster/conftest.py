@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -29,14 +30,21 @@ def _unavailable() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[kube.Cluster]:
-    """A running single-node cluster with the project's images imported."""
+def archives() -> list[Path]:
+    """The project's images and the pause image, as archives for the cluster's containerd;
+    skipped (with CI=true, failed) where no cluster can start."""
     why = _unavailable()
     if why is not None:
         if IN_CI:
             pytest.fail(f"the test cluster cannot start here: {why}")
         pytest.skip(f"no test cluster: {why}")
-    with kube.started(images.archives(images.TAGS)) as running:
+    return images.archives(images.TAGS)
+
+
+@pytest.fixture(scope="session")
+def cluster(archives: list[Path]) -> Iterator[kube.Cluster]:
+    """A running single-node cluster with the project's images imported."""
+    with kube.started(archives) as running:
         yield running
 
 
@@ -47,8 +55,9 @@ def release(cluster: kube.Cluster) -> Release:
     return install(cluster, "basra-rules", namespace="games")
 
 
-# The chart's defaults ask 1 CPU a pod, so their 2 pods fill a 2-core node and a rollout's
-# surge pod (or the autoscaler's third) has no room: the smallest override that makes room.
+# The chart's defaults ask 1 CPU a pod, so their 2 pods fill the node's allocatable CPU
+# (testkit.cluster.NODE_CPUS, 2 on any machine) and a rollout's surge pod (or the autoscaler's
+# third) has no room: the smallest override that makes room.
 SMALL = ("--set", "resources.requests.cpu=500m")
 
 

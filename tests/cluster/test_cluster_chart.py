@@ -3,7 +3,8 @@ grpcurl, logs and the disruption budget.
 
 The release is the session's (conftest.py): `helm install --wait` with the chart's own values.
 The modules of this folder run in name order on one cluster; those before test_cluster_rollouts
-use this default release, which fills the 2-core node (2 pods x 1 CPU requested).
+use this default release, which fills the node's 2 allocatable CPUs (2 pods x 1 CPU
+requested; testkit.cluster.NODE_CPUS).
 """
 
 from __future__ import annotations

@@ -5,20 +5,26 @@ Deployment up under ghz load and back down to minReplicas after it, each within 
 reads it with `lookup`).
 
 The release is the module's own, alone on the node: requests.cpu=500m (so that
-maxReplicas=4 pods fit the 2-core node), a CPU target of 20 % (TARGET says why), and
-autoscaling.behavior with a 15 s scale-down stabilization window instead of Kubernetes' 5
-minutes, so that the test is bounded. The
+maxReplicas=4 pods fit the node's 2 allocatable CPUs, testkit.cluster.NODE_CPUS), a CPU
+target of 20 % (TARGET says why), and autoscaling.behavior with a 15 s scale-down
+stabilization window instead of Kubernetes' 5 minutes, so that the test is bounded. The
 cluster's autoscaler looks every 5 s and metrics-server resolves 15 s windows.
+
+What makes it scale is checked, not assumed: at minReplicas without load the HPA reads the
+pods' CPU below the target and keeps its count; under the load it read more than the target;
+and the load was calls answered (ghz's report: every call OK, at a least pace).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,6 +55,10 @@ VALUES = (
 UP_SECONDS = 150.0
 DOWN_SECONDS = 150.0
 LOAD_SECONDS = 400
+# How long the idle pods are watched before the load: several of the autoscaler's 5 s looks.
+BASELINE_SECONDS = 20.0
+# The least pace of ghz's calls over the load, calls a second (a few hundred when it runs).
+MIN_LOAD_PACE = 20
 
 
 @pytest.fixture(scope="module")
@@ -63,18 +73,34 @@ def scaling_release(cluster: kube.Cluster) -> Iterator[Release]:
 
 @dataclass
 class Load:
-    """ghz's SuggestMove through the Service, running until stopped."""
+    """ghz's SuggestMove through the Service, running until stopped; its JSON report to
+    `report` (ghz writes it once stopped)."""
 
     process: subprocess.Popen[bytes]
+    report: Path
+    began: float
+    ended: float = 0.0
+    utilization: list[int] = field(default_factory=list)
+    """The HPA's CPU utilization (% of requests) as seen while scaling up."""
 
     def stop(self) -> None:
+        """SIGINT, on which ghz stops sending, waits for the calls in flight
+        (--duration-stop=wait) and writes its report."""
         if self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(signal.SIGINT)
             try:
-                self.process.wait(20)
+                self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+            self.ended = time.monotonic()
+
+    def result(self) -> dict[str, Any]:
+        """ghz's report, once stopped."""
+        assert self.process.returncode == 0, self.report.with_suffix(".err").read_text()[-2000:]
+        found = json.loads(self.report.read_text())
+        assert isinstance(found, dict)
+        return found
 
 
 def _replicas(release: Release) -> int:
@@ -101,42 +127,63 @@ def _wait(what: str, ready: Any, seconds: float, release: Release) -> Any:
     raise TimeoutError(f"{what} not within {seconds} s: hpa status {hpa['status']}")
 
 
+def _utilization(release: Release) -> int | None:
+    """The CPU utilization of the pods (% of their requests) the HPA last computed."""
+    status = release.get("hpa", release.name)["status"]
+    for metric in status.get("currentMetrics") or []:
+        current = metric.get("resource", {}).get("current", {})
+        if metric["type"] == "Resource" and "averageUtilization" in current:
+            return int(current["averageUtilization"])
+    return None
+
+
 @pytest.fixture(scope="module")
-def scaled_up(scaling_release: Release) -> Iterator[Load]:
+def scaled_up(scaling_release: Release, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Load]:
     """ghz's SuggestMove through the Service (16 in flight over 8 connections) until the
     Deployment runs maxReplicas Ready pods; the load runs on until a test stops it (or the
     module ends). The scale-up's time is printed."""
     release = scaling_release
     release.wait_ready(MIN)
+    report = tmp_path_factory.mktemp("ghz") / "report.json"
     began = time.monotonic()
-    process = subprocess.Popen(
-        [
-            str(GHZ),
-            "--config",
-            str(REPO / "deploy" / "ghz" / "suggest_move.json"),
-            "-c",
-            "16",
-            "--connections",
-            "8",
-            "-z",
-            f"{LOAD_SECONDS}s",
-            "--timeout",
-            "5s",
-            release.target(),
-        ],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    load = Load(process)
-    try:
-        _wait(
-            f"the Deployment scaled to {MAX} Ready pods",
-            lambda: _replicas(release) == MAX and len(release.ready_pods()) == MAX,
-            UP_SECONDS,
-            release,
+    with report.open("wb") as output, report.with_suffix(".err").open("wb") as errors:
+        process = subprocess.Popen(
+            [
+                str(GHZ),
+                "--config",
+                str(REPO / "deploy" / "ghz" / "suggest_move.json"),
+                "-c",
+                "16",
+                "--connections",
+                "8",
+                "-z",
+                f"{LOAD_SECONDS}s",
+                "--duration-stop",
+                "wait",
+                "--timeout",
+                "5s",
+                "-O",
+                "json",
+                release.target(),
+            ],
+            cwd=REPO,
+            stdout=output,
+            stderr=errors,
         )
-        print(f"scaled {MIN} -> {MAX} Ready pods in {time.monotonic() - began:.0f} s of load")
+    load = Load(process, report, began)
+
+    def up() -> bool:
+        seen = _utilization(release)
+        if seen is not None:
+            load.utilization.append(seen)
+        return _replicas(release) == MAX and len(release.ready_pods()) == MAX
+
+    try:
+        _wait(f"the Deployment scaled to {MAX} Ready pods", up, UP_SECONDS, release)
+        print(
+            f"scaled {MIN} -> {MAX} Ready pods in {time.monotonic() - began:.0f} s of load; "
+            f"the HPA saw {load.utilization} % CPU utilization (target {TARGET} %)"
+        )
         yield load
     finally:
         load.stop()
@@ -158,6 +205,22 @@ def test_metrics_server_serves_the_pods_cpu(scaling_release: Release) -> None:
     assert all(cpu.endswith("m") for cpu in rows.values()), rows
 
 
+def test_without_load_the_autoscaler_keeps_min_replicas(scaling_release: Release) -> None:
+    """The baseline: with no calls, the HPA reads the idle pods' CPU below the target and
+    keeps minReplicas for several of its looks."""
+    release = scaling_release
+    _wait("the HPA's first CPU reading", lambda: _utilization(release) is not None, 90, release)
+    seen: list[int | None] = []
+    deadline = time.monotonic() + BASELINE_SECONDS
+    while time.monotonic() < deadline:
+        seen.append(_utilization(release))
+        assert _replicas(release) == MIN, seen
+        time.sleep(2)
+    assert all(u is not None and u < TARGET for u in seen), (seen, TARGET)
+    assert release.get("hpa", release.name)["status"]["desiredReplicas"] == MIN
+    print(f"idle: the HPA saw {sorted({u or 0 for u in seen})} % CPU utilization at {MIN} pods")
+
+
 def test_under_load_the_autoscaler_scales_up_to_max_replicas(
     scaling_release: Release, scaled_up: Load
 ) -> None:
@@ -171,6 +234,8 @@ def test_under_load_the_autoscaler_scales_up_to_max_replicas(
     assert conditions["ScalingActive"]["reason"] == "ValidMetricFound", conditions
     assert any(f"to {MAX}" in m and "Scaled up" in m for m in _scale_events(release))
     assert scaled_up.process.poll() is None, "the load ended before the scale-up"
+    # It scaled because the load's CPU passed the target (by more than its 10 % tolerance).
+    assert max(scaled_up.utilization, default=0) > TARGET * 1.1, scaled_up.utilization
 
 
 def test_helm_upgrade_while_scaled_up_keeps_the_autoscalers_count(
@@ -205,6 +270,15 @@ def test_after_the_load_the_autoscaler_scales_back_down_to_min_replicas(
     release = scaling_release
     scaled_up.stop()
     began = time.monotonic()
+    report = scaled_up.result()
+    seconds = scaled_up.ended - scaled_up.began
+    # The load was calls answered, all of them, at a pace.
+    assert report["statusCodeDistribution"] == {"OK": report["count"]}, (
+        report["statusCodeDistribution"],
+        report.get("errorDistribution"),
+    )
+    assert report["count"] >= MIN_LOAD_PACE * seconds, (report["count"], seconds)
+    print(f"the load: {report['count']} calls OK in {seconds:.0f} s ({report['rps']:.0f}/s)")
     _wait(
         f"the Deployment back to {MIN} pods",
         lambda: _replicas(release) == MIN and len(release.pods()) == MIN,
