@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from basra.v1 import rules_pb2 as pb
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from service import batch
 from service.config import Config
@@ -84,21 +85,34 @@ def _inflated(body: bytes, code: int) -> bytes:
 
 def padded(item: bytes, size: int) -> bytes:
     """The bytes with an unknown bytes field appended that brings them to `size` (as near as
-    the field's own length allows)."""
-    tag = _varint(PADDING_FIELD << 3 | 2)
-    room = size - len(item) - len(tag) - len(_varint(size))
-    if room < 0:
-        return item
-    return item + tag + _varint(room) + bytes(room)
+    the field's own length allows): protobuf's encoding of a message of that one field, which
+    appended to a message's encoding reads as the same message with an unknown field."""
+    padding = _padding()
+    room = size - len(item) - (padding(padding=b"\0").ByteSize() - 1)
+    while room >= 0:
+        encoded: bytes = padding(padding=bytes(room)).SerializeToString()
+        if len(item) + len(encoded) <= size:
+            return item + encoded
+        room -= 1
+    return item
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
+@cache
+def _padding() -> Any:
+    """A message of one bytes field numbered PADDING_FIELD (made at run time: no stub)."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="testkit/fuzz_padding.proto", package="testkit.fuzz", syntax="proto3"
+    )
+    message = file.message_type.add(name="Padding")
+    message.field.add(
+        name="padding",
+        number=PADDING_FIELD,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("testkit.fuzz.Padding"))
 
 
 def encode_batch(

@@ -330,6 +330,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m pytest -q -n 0 -s tests/deploy/test_deploy_image.py": NotRun(
         "the image test itself, which the test command runs (-s only shows its figures)"
     ),
+    ".venv/bin/python -m pytest -q -s tests/service/test_service_hung_worker.py": NotRun(
+        "the hung-worker tests themselves, which the test command runs (-s shows the figures)"
+    ),
     "nice -n 5 .venv/bin/python -m pytest -q -n 0 -s tests/rollout --durations=30": NotRun(
         "the rolling-update tests themselves, which the test command runs (-s shows what each "
         "walk-through checked)"
