@@ -179,7 +179,8 @@ def test_metrics_count_calls_plans_and_refusals(sync_server: InProcess) -> None:
 
 
 def test_stop_reports_not_serving_before_the_server_goes() -> None:
-    """On stop, a health watcher sees NOT_SERVING while the server still answers it."""
+    """On stop, a health Watch open at the stop (its GOAWAY sent first) is told NOT_SERVING
+    while the server still answers it."""
     running = start_server(Config())
     stub = health_pb2_grpc.HealthStub(running.channel)
     watch = stub.Watch(health_pb2.HealthCheckRequest(service="basra.v1.RulesService"), timeout=20)
