@@ -15,12 +15,17 @@ drains. Each client (`python -m testkit.clusterip_rollout client`, a process of 
 lobby is, so that the retry throttle, which gRPC keeps per process and target, is its own)
 sends NewMatch at a fixed pace over one channel, the calls concurrent (each sent on time
 whether or not the last has ended, under a deadline of a few seconds), and writes every
-call's send time, status and message. Two clients call at once: one with the published
-settings (clients.channels and deploy/grpc-service-config.json whole), one plain grpcio
-channel with no option and no service config (no retry, no health checking).
+call's send time, status and message. The clients (`--clients`; each its own connection):
+the published settings (clients.channels and deploy/grpc-service-config.json whole), a plain
+grpcio channel with no option and no service config (no retry, no health checking), and the
+published settings without the retry policy (what the retries hide). RELIABILITY.md runs one
+a run: two connections at 300 calls a second that land on one worker of a busy machine
+overload it, which is another measurement. `--setup-ms` delays each new connection's join
+(a slower network or proxy than loopback's).
 
-Run: `.venv/bin/python -m testkit.clusterip_rollout` (JSON on stdout; `--help` for the pace
-and the count); tests/rollout/test_rollout_clusterip_pace.py holds the bound.
+Run: `.venv/bin/python -m testkit.clusterip_rollout --clients published` (JSON on stdout;
+`--help` for the pace and the count); tests/rollout/test_rollout_clusterip_pace.py holds the
+bound.
 """
 
 from __future__ import annotations
@@ -296,7 +301,8 @@ def _client(target: str, rate: float, kind: str) -> subprocess.Popen[str]:
         command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        # Its stderr is this process's: a pipe nobody reads during the run could fill and
+        # stall the client.
         text=True,
         cwd=REPO,
     )
@@ -308,7 +314,7 @@ def _line(process: subprocess.Popen[str], event: str) -> dict[str, Any]:
         parsed = json.loads(text)
         if parsed.get("event") == event:
             return dict(parsed)
-    raise RuntimeError(f"client ended before '{event}': {process.stderr and process.stderr.read()}")
+    raise RuntimeError(f"client ended before '{event}' (exit {process.wait(10)}; see stderr)")
 
 
 def _kill_all(pods: Sequence[harness.ServedProcess]) -> None:
