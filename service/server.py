@@ -1,7 +1,8 @@
 """Building the gRPC server (grpc's thread-pool server): RulesService, health, reflection, options.
 
-A server starts NOT_SERVING, turns SERVING once started, and on shutdown turns NOT_SERVING for
-every service before it stops accepting calls and lets in-flight calls finish within the grace.
+A server starts NOT_SERVING, turns SERVING once started, and on shutdown stops accepting calls
+(a GOAWAY on every connection), then turns NOT_SERVING for every service and lets in-flight
+calls finish within the grace.
 """
 
 from __future__ import annotations
@@ -172,11 +173,16 @@ class RulesServer:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     def stop(self, grace: float, handlers_seconds: float = HANDLERS_SECONDS) -> None:
-        """Report NOT_SERVING for every service, then stop, letting calls finish within grace;
-        then give the handlers of calls cut at its end up to `handlers_seconds` to finish."""
-        self.health.enter_graceful_shutdown()
+        """Stop (a GOAWAY on every connection, no new call), then report NOT_SERVING for every
+        service to the Watches still open, letting calls finish within grace; then give the
+        handlers of calls cut at its end up to `handlers_seconds` to finish."""
         self.grace.begin(grace)
-        self.server.stop(grace).wait()
+        # The GOAWAY first: a client with health checking that read NOT_SERVING before it
+        # would fail its calls at once (its one connection's only backend unhealthy, as for a
+        # ClusterIP's callers) until it reconnects; after a GOAWAY it waits for the new one.
+        stopped = self.server.stop(grace)
+        self.health.enter_graceful_shutdown()
+        stopped.wait()
         waiting = threading.Thread(target=self.executor.shutdown, name="rpc-wait", daemon=True)
         waiting.start()
         waiting.join(handlers_seconds)

@@ -342,6 +342,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "needs root (a network namespace, iptables in it); the Go and grpc-js clients are measured,"
         " not held"
     ),
+    **{
+        f".venv/bin/python -m testkit.clusterip_rollout --clients {kind}": NotRun(
+            "20 rollouts, a minute and a half at 300 calls a second; "
+            "tests/rollout/test_rollout_clusterip_pace.py runs a short form"
+        )
+        for kind in ("published", "plain", "no-retry")
+    },
     ".venv/bin/python -m testkit.blackhole": NotRun(
         "needs root (a network namespace, iptables in it); tests/service/test_service_blackhole.py"
         " runs the same measurement"

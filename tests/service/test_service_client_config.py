@@ -126,7 +126,7 @@ def test_one_channel_skips_a_server_that_says_not_serving(
         _until(lambda: bool(_new_match(channel)) and _started(second) > 0 < _started(first))
         health = health_pb2_grpc.HealthStub(second.channel)
         assert health.Check(health_pb2.HealthCheckRequest(), timeout=WAIT).status == 1
-        # What a draining worker does first (RulesServer.stop): every name NOT_SERVING.
+        # What a draining worker tells open Watches after its GOAWAY (RulesServer.stop).
         second_health = _health_servicer_of(second)
         second_health.set("basra.v1.RulesService", health_pb2.HealthCheckResponse.NOT_SERVING)
 

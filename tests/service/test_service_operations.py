@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 import grpc
 import pytest
@@ -179,7 +181,8 @@ def test_metrics_count_calls_plans_and_refusals(sync_server: InProcess) -> None:
 
 
 def test_stop_reports_not_serving_before_the_server_goes() -> None:
-    """On stop, a health watcher sees NOT_SERVING while the server still answers it."""
+    """On stop, a health Watch open at the stop (its GOAWAY sent first) is told NOT_SERVING
+    while the server still answers it."""
     running = start_server(Config())
     stub = health_pb2_grpc.HealthStub(running.channel)
     watch = stub.Watch(health_pb2.HealthCheckRequest(service="basra.v1.RulesService"), timeout=20)
@@ -193,3 +196,44 @@ def test_stop_reports_not_serving_before_the_server_goes() -> None:
     assert not stopper.is_alive()
     serving = health_pb2.HealthCheckResponse
     assert seen == [serving.SERVING, serving.NOT_SERVING]
+
+
+class _Told:
+    """Stands for an object, noting in `order` each call of the methods named in `noted`."""
+
+    def __init__(self, inner: Any, noted: tuple[str, ...], order: list[str]) -> None:
+        self._inner, self._noted, self._order = inner, noted, order
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if name not in self._noted:
+            return value
+
+        def noting(*args: Any, **kwargs: Any) -> Any:
+            self._order.append(name)
+            return value(*args, **kwargs)
+
+        return noting
+
+
+def _told(inner: Any, method: str, order: list[str]) -> Any:
+    """`inner`, each call of its `method` noted in `order`."""
+    return _Told(inner, (method,), order)
+
+
+def test_stop_sends_the_goaway_before_it_reports_not_serving() -> None:
+    """grpc's stop (the GOAWAY on every connection) comes first, then NOT_SERVING: a client
+    with health checking and one connection (a ClusterIP's caller) that read NOT_SERVING first
+    would fail its calls at once until it reconnected (RELIABILITY.md, "A rollout at 300 calls
+    a second")."""
+    running = start_server(Config())
+    order: list[str] = []
+    built = running.built
+    told = replace(
+        built,
+        server=_told(built.server, "stop", order),
+        health=_told(built.health, "enter_graceful_shutdown", order),
+    )
+    running.stop = told.stop
+    running.close()
+    assert order == ["stop", "enter_graceful_shutdown"]
