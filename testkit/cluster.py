@@ -201,6 +201,9 @@ class Cluster:
     root: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: list[IO[bytes]] = field(default_factory=list)
+    commands: dict[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
+    """Each component's command line and whether it entered the node's mount namespace, so
+    that `restart_component` starts it again as it was."""
 
     @property
     def addresses(self) -> Addresses:
@@ -299,6 +302,7 @@ class Cluster:
         logs/NAME.log."""
         log = (self.root / "logs" / f"{name}.log").open("ab")
         self.logs.append(log)
+        self.commands[name] = (command, mounts)
         self.processes[name] = subprocess.Popen(
             self.in_node(*command, mounts=mounts),
             stdout=log,
@@ -324,21 +328,30 @@ class Cluster:
         told = "\n".join(f"--- {name}:\n{self.log(name)}" for name in logs)
         raise TimeoutError(f"{what} not within {seconds} s\n{told}")
 
-    def stop_component(self, name: str, seconds: float = 20.0) -> None:
-        """Stop one component started with `start` before the cluster stops (SIGTERM to its
-        process group, SIGKILL after `seconds`), and forget it, so that `wait` no longer
-        watches it."""
+    def stop_component(
+        self, name: str, seconds: float = 20.0, sent: signal.Signals = signal.SIGTERM
+    ) -> None:
+        """Stop one component started with `start` before the cluster stops (`sent`, SIGTERM
+        by default, to its process group, SIGKILL after `seconds`), and forget it, so that
+        `wait` no longer watches it."""
         process = self.processes.pop(name, None)
         if process is None or process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            os.killpg(process.pid, sent)
         try:
             process.wait(seconds)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
+
+    def restart_component(self, name: str, sent: signal.Signals = signal.SIGTERM) -> None:
+        """Stop one component (`stop_component`, with `sent`) and start it again with the
+        same command line, in the same namespaces, its output appended to the same log."""
+        command, mounts = self.commands[name]
+        self.stop_component(name, sent=sent)
+        self.start(name, *command, mounts=mounts)
 
 
 # ---- certificates ---------------------------------------------------------------------------
