@@ -178,6 +178,7 @@ def client_main(argv: Sequence[str]) -> int:
     from basra.v1 import rules_pb2_grpc
 
     from clients import channels
+    from testkit import paced
 
     config = SERVICE_CONFIG.read_text()
     channel = channels.channel(args.target, service_config=config, keepalive=not args.no_keepalive)
@@ -188,31 +189,23 @@ def client_main(argv: Sequence[str]) -> int:
         stub.NewMatch(pb.NewMatchRequest(seed=n.to_bytes(8, "big")), timeout=10)
     calls: list[tuple[float, str]] = []
     lock = threading.Lock()
-    pending = threading.Semaphore(0)
 
     def ended(sent: float, future: Any) -> None:
         code = future.code()
         with lock:
             calls.append((sent, code.name))
-        pending.release()
 
     print(json.dumps({"event": "ready", "at": time.monotonic()}), flush=True)
-    start = time.monotonic()
-    sent_count = 0
-    while True:
-        due = start + sent_count / args.rate
-        if due >= start + args.seconds:
-            break
-        time.sleep(max(0.0, due - time.monotonic()))
-        sent = time.monotonic()
-        request = pb.NewMatchRequest(seed=sent_count.to_bytes(8, "big"))
-        future = stub.NewMatch.future(request, timeout=DEADLINE_SECONDS)
-        future.add_done_callback(lambda f, sent=sent: ended(sent, f))
-        sent_count += 1
     # Every call has a deadline; give the last ones a few of them to end, all told.
-    waited_until = time.monotonic() + DEADLINE_SECONDS * 5
-    for _ in range(sent_count):
-        pending.acquire(timeout=max(0.0, waited_until - time.monotonic()))
+    paced.send_new_matches(
+        stub,
+        args.rate,
+        DEADLINE_SECONDS,
+        ended,
+        stop=threading.Event(),
+        seconds=args.seconds,
+        settle=DEADLINE_SECONDS * 5,
+    )
     with lock:
         print(json.dumps({"event": "calls", "calls": sorted(calls)}), flush=True)
     channel.close()

@@ -160,6 +160,7 @@ def client_main(argv: Sequence[str]) -> int:
     from basra.v1 import rules_pb2_grpc
 
     from clients import channels
+    from testkit import paced
 
     if args.plain:
         channel = grpc.insecure_channel(args.target)
@@ -174,7 +175,6 @@ def client_main(argv: Sequence[str]) -> int:
     stub.NewMatch(pb.NewMatchRequest(seed=b"warm"), timeout=10)
     calls: list[tuple[float, str, str]] = []
     lock = threading.Lock()
-    pending = threading.Semaphore(0)
     stopping = threading.Event()
 
     def ended(sent: float, future: Any) -> None:
@@ -182,7 +182,6 @@ def client_main(argv: Sequence[str]) -> int:
         details = "" if code is grpc.StatusCode.OK else (future.details() or "")
         with lock:
             calls.append((sent, code.name, details))
-        pending.release()
 
     def until_stdin_closes() -> None:
         sys.stdin.read()
@@ -190,19 +189,9 @@ def client_main(argv: Sequence[str]) -> int:
 
     threading.Thread(target=until_stdin_closes, daemon=True).start()
     print(json.dumps({"event": "ready"}), flush=True)
-    start = time.monotonic()
-    sent_count = 0
-    while not stopping.is_set():
-        due = start + sent_count / args.rate
-        stopping.wait(max(0.0, due - time.monotonic()))
-        sent = time.monotonic()
-        request = pb.NewMatchRequest(seed=sent_count.to_bytes(8, "big"))
-        future = stub.NewMatch.future(request, timeout=DEADLINE_SECONDS)
-        future.add_done_callback(lambda f, sent=sent: ended(sent, f))
-        sent_count += 1
-    waited_until = time.monotonic() + DEADLINE_SECONDS * 3
-    for _ in range(sent_count):
-        pending.acquire(timeout=max(0.0, waited_until - time.monotonic()))
+    paced.send_new_matches(
+        stub, args.rate, DEADLINE_SECONDS, ended, stop=stopping, settle=DEADLINE_SECONDS * 3
+    )
     with lock:
         print(json.dumps({"event": "calls", "calls": sorted(calls)}), flush=True)
     channel.close()
