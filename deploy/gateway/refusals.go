@@ -202,6 +202,9 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 				s = status.New(codes.Internal, internalMessage)
 			}
 		case info == nil:
+			if s.Code() == codes.Unavailable {
+				logger.Warn("backend unavailable", "path", r.URL.Path, "error", s.Message())
+			}
 			s = madeHere(s).status()
 		}
 		if httpStatus == http.StatusTooManyRequests || httpStatus == http.StatusServiceUnavailable {
@@ -216,17 +219,18 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 
 // madeHere names an error that came from no refusal of the server (it carries no ErrorInfo):
 // grpc-go's own, about the backend, the deadline, the caller gone.
+// Its sentence is the gateway's own: grpc-go's would name the backend's address.
 func madeHere(s *status.Status) refused {
-	reason := s.Code().String()
+	reason, message := s.Code().String(), s.Message()
 	switch s.Code() {
 	case codes.Unavailable:
-		reason = reasonUnavailable
+		reason, message = reasonUnavailable, "The rules server cannot be reached now; nothing was done. Try again."
 	case codes.DeadlineExceeded:
-		reason = reasonDeadline
+		reason, message = reasonDeadline, "The call's deadline passed before the rules server answered."
 	case codes.Canceled:
-		reason = reasonCancelled
+		reason, message = reasonCancelled, "The call was cancelled before the rules server answered."
 	}
-	return refused{reason, runtime.HTTPStatusFromCode(s.Code()), s.Code(), s.Message(), nil}
+	return refused{reason, runtime.HTTPStatusFromCode(s.Code()), s.Code(), message, nil}
 }
 
 // detailsOf finds a status's ErrorInfo and RetryInfo.

@@ -192,6 +192,7 @@ def test_a_saturated_server_refuses_past_its_bound_with_overloaded_and_retry_inf
             grpc_service="basra.v1.RulesService",
             grpc_method="Apply",
             grpc_code="RESOURCE_EXHAUSTED",
+            transport="grpc",
         )
         assert handled == 1
         _release(server)
