@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -125,10 +126,12 @@ func newLogger(level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// run serves until SIGTERM or SIGINT, then drains: keep-alives off at once (each connection
-// closes after its answer in flight), new requests still served for --drain-seconds (a
-// balancer may still send some while it learns the pod is going), then Shutdown, which waits
-// for the calls in flight.
+// run serves until SIGTERM or SIGINT, then drains: keep-alives off at once, new requests still
+// served for --drain-seconds (a balancer may still send some while it learns the pod is going),
+// then Shutdown, which waits for the calls in flight. Keep-alives go off by each answer from
+// then on saying Connection: close, so its connection closes after it; an idle connection is
+// not cut (http.Server.SetKeepAlivesEnabled would close it at once, and a request its client
+// sent meanwhile would fail): it closes after its next answer, or at the Shutdown.
 func run(o options, logger *slog.Logger) error {
 	runtime.DefaultContextTimeout = o.defaultTimeout
 	conn, err := dial(o)
@@ -140,12 +143,13 @@ func run(o options, logger *slog.Logger) error {
 	if err := basrav1.RegisterRulesServiceHandler(context.Background(), mux, conn); err != nil {
 		return err
 	}
+	var draining atomic.Bool
 	listener, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
 	server := &http.Server{
-		Handler:           recovered(mux, logger),
+		Handler:           closing(recovered(mux, logger), &draining),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -164,7 +168,7 @@ func run(o options, logger *slog.Logger) error {
 	case sig := <-stop:
 		drain := time.Duration(o.drainSeconds * float64(time.Second))
 		logger.Info("draining", "signal", sig.String(), "drain_seconds", o.drainSeconds)
-		server.SetKeepAlivesEnabled(false)
+		draining.Store(true)
 		time.Sleep(drain)
 		ctx, cancel := context.WithTimeout(context.Background(), o.defaultTimeout+drain)
 		defer cancel()
@@ -174,4 +178,15 @@ func run(o options, logger *slog.Logger) error {
 		logger.Info("stopped")
 		return nil
 	}
+}
+
+// closing answers with Connection: close once the drain has begun, so that each connection
+// closes after its answer.
+func closing(next http.Handler, draining *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
