@@ -204,6 +204,10 @@ func run(o options, logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()
 	logger.Info("serving", "address", listener.Addr().String(), "backend", o.backend)
+	if o.serviceConfig == "" {
+		logger.Warn("no --service-config: the channel has no retry policy and no health checking " +
+			"(give it deploy/grpc-service-config.json, the published client settings)")
+	}
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
