@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -108,6 +109,9 @@ func dial(o options) (*grpc.ClientConn, error) {
 	dialOptions := []grpc.DialOption{
 		grpc.WithTransportCredentials(transport),
 		grpc.WithKeepaliveParams(clientKeepalive),
+		// The server bounds its answers itself (--max-message-bytes, which may be set past
+		// grpc-go's default 4 MiB); the gateway takes what it is sent.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 	}
 	if o.serviceConfig != "" {
 		config, err := os.ReadFile(o.serviceConfig)
