@@ -52,7 +52,7 @@ function playMatch(RulesClient $rules, string $seed, string $level, array &$refu
     [$match, $first] = BasraMatch::start($rules, $seed, ['php-person', 'php-bot']);
     // What each seat's player is sent: its own seat_events, in which the other seat's cards
     // are a hidden_deal (a count).
-    $inbox = [$first->seatEvents[0]->events, $first->seatEvents[1]->events];
+    $inbox = [$first->seatEvents[0]->events ?? [], $first->seatEvents[1]->events ?? []];
     $seqs = [];
     $clicked = false;
     for ($plays = 0; !$match->over(); $plays++) {
@@ -74,7 +74,7 @@ function playMatch(RulesClient $rules, string $seed, string $level, array &$refu
         }
         $seqs[] = $answer->state->seq;
         foreach ($answer->seatEvents as $events) {
-            array_push($inbox[$events->seat ?? 0], ...$events->events);
+            array_push($inbox[$events->seat ?? 0], ...($events->events ?? []));
         }
         if ($seat === PERSON && !$clicked) {
             // The person clicks the same move again: the service refuses the stale seq, and the
