@@ -16,8 +16,10 @@ import base64
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +41,8 @@ LOBBY = REPO / "examples" / "php" / "lobby.php"
 CALL = Path(__file__).parent / "php" / "call.php"
 SERVICE_CONFIG = REPO / "deploy" / "grpc-service-config.json"
 PHP_SECONDS = 120.0
+# Room for php itself to start and stop around a call.
+PHP_START_SECONDS = 1.0
 MATCHES = 2
 
 
@@ -171,18 +175,24 @@ class _StandIn(BaseHTTPRequestHandler):
 
     script: list[Scripted]
     seen: list[tuple[str, dict[str, str], bytes]]
+    delay: float = 0.0
+    """Seconds to wait before answering (a server slower than the caller's deadline)."""
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         type(self).seen.append((self.path, dict(self.headers.items()), body))
         status, headers, answer = type(self).script.pop(0)
+        time.sleep(type(self).delay)
         payload = json.dumps(answer).encode()
         self.send_response(status)
         for name, value in {**headers, "Content-Type": "application/json"}.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the caller stopped waiting (its deadline): what the test looks for
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test reads what it needs from `seen`."""
@@ -225,6 +235,20 @@ STALE: Scripted = (409, {}, _status(10, "SEQ_MISMATCH", seq="3", expectedSeq="2"
 OK: Scripted = (200, {}, {"legalMoves": {"seat": 1}})
 
 
+def _call(php: str, url: str, request: dict[str, Any], *deadline: str) -> dict[str, Any]:
+    """One LegalMoves call through the PHP client (tests/http/php/call.php); what it printed."""
+    done = subprocess.run(
+        [php, str(CALL), url, "LegalMoves", json.dumps(request), str(SERVICE_CONFIG), *deadline],
+        capture_output=True,
+        text=True,
+        timeout=PHP_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
 @pytest.mark.parametrize(
     ("script", "attempts", "outcome"),
     [
@@ -249,15 +273,7 @@ def test_the_php_client_retries_what_the_published_policy_retries(
     url, handler = stand_in
     handler.script.extend(script)
     request = {"state": {"seq": 2}}
-    done = subprocess.run(
-        [php, str(CALL), url, "LegalMoves", json.dumps(request), str(SERVICE_CONFIG)],
-        capture_output=True,
-        text=True,
-        timeout=PHP_SECONDS,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = json.loads(done.stdout)
+    out = _call(php, url, request)
     assert out["attempts"] == attempts == len(handler.seen)
     if outcome == "answer":
         assert out["answer"] == OK[2]
@@ -276,3 +292,29 @@ def test_the_php_client_retries_what_the_published_policy_retries(
         timeouts.append(int(value[:-1]))
     # One deadline for the call, retries included: each attempt gets what is left of it.
     assert 0 < timeouts[-1] <= timeouts[0] <= 5000
+
+
+def test_the_php_client_stops_at_its_deadline(
+    php: str, stand_in: tuple[str, type[_StandIn]]
+) -> None:
+    """A server slower than the call's deadline: the call ends DEADLINE_EXCEEDED, not retried,
+    and the one request told the gateway that deadline (Grpc-Timeout)."""
+    url, handler = stand_in
+    handler.script.append(OK)
+    handler.delay = 1.5
+    started = time.monotonic()
+    out = _call(php, url, {"state": {"seq": 2}}, "0.3")
+    assert out["refusal"]["status"] == "DEADLINE_EXCEEDED"
+    assert out["attempts"] == 1 == len(handler.seen)
+    assert 0 < int(handler.seen[0][1]["Grpc-Timeout"].removesuffix("m")) <= 300
+    assert time.monotonic() - started < handler.delay + PHP_START_SECONDS
+
+
+def test_the_php_client_retries_a_gateway_that_does_not_answer(php: str) -> None:
+    """Nothing listens (a gateway restarting): no answer is UNAVAILABLE, retried up to
+    maxAttempts, then reported as UNAVAILABLE."""
+    with socket.socket() as held:  # bound, never listening: connections are refused
+        held.bind((LOOPBACK, 0))
+        out = _call(php, f"http://{LOOPBACK}:{held.getsockname()[1]}", {})
+    assert out["refusal"]["status"] == "UNAVAILABLE"
+    assert out["attempts"] == 4
