@@ -82,9 +82,10 @@ function playMatch(RulesClient $rules, string $seed, string $level, array &$refu
             $clicked = true;
             try {
                 $match->play($action, $view->seq ?? 0);
-                throw new \RuntimeException("$seed: a move on a stale view was applied");
             } catch (Refusal $refusal) {
-                if ($refusal->reason !== 'SEQ_MISMATCH') {
+                // The service's answer (409), not the lobby's own guard after an Apply that
+                // went through (no answer of its own).
+                if ($refusal->reason !== 'SEQ_MISMATCH' || $refusal->httpStatus !== 409) {
                     throw $refusal;
                 }
                 $refused[$refusal->reason] = ($refused[$refusal->reason] ?? 0) + 1;
