@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHELL_TAGS = frozenset({"sh", "bash", "shell", "console"})
 # Tags of the other fenced blocks the pages hold; a block without a tag is refused, so that a
 # command block cannot hide from the extraction under no tag or a new one.
-OTHER_TAGS = frozenset({"json", "yaml", "text", "vector", "js", "go", "java", "xml"})
+OTHER_TAGS = frozenset({"json", "yaml", "text", "vector", "js", "go", "java", "xml", "php"})
 # The word after a shell block's tag that marks its commands as historical (module docstring).
 HISTORICAL = "historical"
 PROGRAMS = frozenset(

@@ -13,6 +13,8 @@ RUN are run with bash from the repository root, in this environment (the quick s
   port with the quick start's defaults (1 worker, info logs): `server` names the flag,
   `address` the address written in the command that the test's replaces, or `host` puts it
   last as ghz's host argument;
+- a command that calls the HTTP/JSON gateway gets the address of one the test starts in front
+  of its server (testkit.http_gateway): `gateway` names the address written in the command;
 - ghz is found where the test command's set-up installs it (.ci/tools/go/bin, put first on
   the PATH, as docs/load-testing.md tells a reader of this repository to do), and a ghz
   command's summary must count every call OK (ghz exits 0 whatever the calls' status);
@@ -22,7 +24,8 @@ RUN are run with bash from the repository root, in this environment (the quick s
   last flag win) or, for ghz, which refuses a flag given twice, its `shorter` replacements,
   and a command whose input another one writes runs after that one (`after`).
 
-Lines of `# ` right after a command in a page are what it prints; the output must be that.
+Lines of `# ` right after a command in a page are what it prints; the output must be that,
+also when the command runs first for another one (`after`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from testkit.doc_commands import (
     programs,
 )
 from testkit.ghz_tool import GO_BIN
+from testkit.http_gateway import gateway
 from testkit.ports import LOOPBACK, reserved_port
 
 COMMAND_SECONDS = 240.0
@@ -71,6 +75,9 @@ class Run:
     """Whether the test's server address goes last as a plain argument (ghz's host)."""
     shorter: tuple[tuple[str, str], ...] = ()
     """(written, replacement) pairs for a shorter run, for a program refusing a repeated flag."""
+    gateway: str | None = None
+    """The HTTP/JSON gateway's address written in the command, replaced by the test's gateway
+    in front of its server (None: no gateway)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,24 @@ FUZZ = NotRun(
 )
 FUZZ_LONG = "nice -n 10 .venv/bin/python -m testkit.fuzz_long --runs 1000000 --work /tmp/fuzz-long"
 
+# docs/getting-started.md, "Over HTTP/JSON, with curl": a match by curl through the gateway,
+# each step after the ones whose files it reads.
+HTTP_GATEWAY = "localhost:8080"
+CURL_NEW_MATCH = (
+    "curl -s localhost:8080/basra.v1.RulesService/NewMatch -H 'Content-Type: application/json' "
+    """-d '{"seed": "ZG9jcw==", "labels": ["ann", "bob"]}' > /tmp/new.json"""
+)
+CURL_APPLY = (
+    """jq -c '{state, action: {seat: 0, card: "8S"}, expectedSeq: 0}' /tmp/new.json | curl -s """
+    "localhost:8080/basra.v1.RulesService/Apply -H 'Content-Type: application/json' "
+    "-H 'Grpc-Timeout: 2S' -d @- > /tmp/next.json"
+)
+CURL_STALE = (
+    """jq -c '{state, action: {seat: 0, card: "7C"}, expectedSeq: 0}' /tmp/next.json | curl -s """
+    "-o /tmp/refusal.json -w '%{http_code}\\n' localhost:8080/basra.v1.RulesService/Apply "
+    "-H 'Content-Type: application/json' -d @-"
+)
+
 COMMANDS: dict[str, Run | Serve | NotRun] = {
     # README.md and docs/getting-started.md (the quick start, trying it, a client in C++)
     "bash .ci/serve": NotRun(
@@ -173,6 +198,32 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         address="localhost:50051"
     ),
     ".venv/bin/basra-rules verify docs/example-record.json": Run(),
+    # docs/getting-started.md, "Over HTTP/JSON, with curl"
+    "bash deploy/gateway/build": NotRun(
+        "the test command's set-up runs it (.ci/setup dev); testkit.http_gateway, which starts "
+        "the binary for this test, fails naming the command when the binary is missing"
+    ),
+    ".cache/gateway/basra-gateway --listen 127.0.0.1:8080 --backend localhost:50051 &": NotRun(
+        "the fixed port 8080: testkit.http_gateway starts the same binary with --listen "
+        "127.0.0.1:0 --backend in front of this test's server, and the curl commands below go "
+        "through it"
+    ),
+    CURL_NEW_MATCH: Run(gateway=HTTP_GATEWAY),
+    "jq -c '{toMove: .state.toMove, seq: .state.seq, floor: .state.floor}' /tmp/new.json": Run(
+        after=(CURL_NEW_MATCH,)
+    ),
+    (
+        "jq -c '{state, seat: 0}' /tmp/new.json | curl -s "
+        "localhost:8080/basra.v1.RulesService/PlayerView -H 'Content-Type: application/json' "
+        "-d @- | jq -c '.view | {hand, floor, deckSize, toMove}'"
+    ): Run(gateway=HTTP_GATEWAY, after=(CURL_NEW_MATCH,)),
+    CURL_APPLY: Run(gateway=HTTP_GATEWAY, after=(CURL_NEW_MATCH,)),
+    (
+        "jq -c '{seq: .state.seq, toMove: .state.toMove, seen: .seatEvents[1].events}' "
+        "/tmp/next.json"
+    ): Run(after=(CURL_NEW_MATCH, CURL_APPLY)),
+    CURL_STALE: Run(gateway=HTTP_GATEWAY, after=(CURL_NEW_MATCH, CURL_APPLY)),
+    "jq -c . /tmp/refusal.json": Run(after=(CURL_NEW_MATCH, CURL_APPLY, CURL_STALE)),
     "mkdir -p client/cpp": NotRun("the first line of the protoc recipe below, which writes it"),
     (
         "protoc -I proto --cpp_out=client/cpp --grpc_out=client/cpp "
@@ -442,6 +493,13 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "--tracing"
     ): Serve(),
     # docs/integration.md
+    ".venv/bin/python -m pytest -q tests/http/test_http_php_lobby.py": NotRun(
+        "a module of the test command's own pytest run, which runs this test"
+    ),
+    (
+        "php examples/php/lobby.php --gateway http://127.0.0.1:8080 --matches 2 --record "
+        "/tmp/php-matches.json"
+    ): Run(gateway="127.0.0.1:8080"),
     "bash examples/lobby/try.sh": NotRun(
         "starts both servers until Ctrl-C; tests/lobby runs this script on free ports "
         "(LOBBY_PORT=0) and drives its pages in headless Chromium"
@@ -632,10 +690,20 @@ def server() -> Iterator[harness.ServedProcess]:
     served.stop()
 
 
-def _adapted(text: str, tmp: Path, target: str) -> str:
+@pytest.fixture(scope="module")
+def http(server: harness.ServedProcess) -> Iterator[str]:
+    """The HTTP/JSON gateway in front of the test's server: its host:port."""
+    with gateway(server.target) as url:
+        yield url.removeprefix("http://")
+
+
+def _adapted(text: str, tmp: Path, target: str, http: str | None) -> str:
     plan = COMMANDS[text]
     assert isinstance(plan, Run)
     line = text.replace("/tmp/", f"{tmp}/")
+    if plan.gateway:
+        assert plan.gateway in line and http is not None
+        line = line.replace(plan.gateway, http)
     for written, replacement in plan.shorter:
         assert written in line
         line = line.replace(written, replacement)
@@ -649,9 +717,11 @@ def _adapted(text: str, tmp: Path, target: str) -> str:
     return " ".join([line, *plan.extra])
 
 
-def _run(text: str, tmp: Path, target: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    text: str, tmp: Path, target: str, http: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", "-c", _adapted(text, tmp, target)],
+        ["bash", "-c", _adapted(text, tmp, target, http)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -695,22 +765,36 @@ def _serve(text: str) -> None:
 
 @pytest.mark.parametrize("text", TO_RUN)
 def test_the_documented_command_works_as_written(
-    text: str, server: harness.ServedProcess, tmp_path: Path
+    text: str, server: harness.ServedProcess, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     plan = COMMANDS[text]
     if isinstance(plan, Serve):
         _serve(text)
         return
     assert isinstance(plan, Run)
+    # The gateway only for the commands that call it (started once for the module).
+    needs_http = any(_needs_gateway(command) for command in (*plan.after, text))
+    http = request.getfixturevalue("http") if needs_http else None
     for before in plan.after:
-        done = _run(before, tmp_path, server.target)
+        done = _run(before, tmp_path, server.target, http)
         assert done.returncode == 0, f"{before}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    done = _run(text, tmp_path, server.target)
+        _check_prints(before, done)
+    done = _run(text, tmp_path, server.target, http)
     assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     if programs(text)[:1] == ["ghz"]:
         statuses = _statuses(done.stdout)
         assert len(statuses) == 1, done.stdout[-2000:]
         assert re.fullmatch(r"\[OK\] \d+ responses", statuses[0]), done.stdout[-2000:]
+    _check_prints(text, done)
+
+
+def _needs_gateway(text: str) -> bool:
+    plan = COMMANDS[text]
+    return isinstance(plan, Run) and plan.gateway is not None
+
+
+def _check_prints(text: str, done: subprocess.CompletedProcess[str]) -> None:
+    """The output is what the page shows after the command (`# ` lines), if it shows any."""
     prints = {c.prints for c in DOCUMENTED if c.text == text and c.prints}
     for expected in prints:
-        assert tuple(done.stdout.splitlines()) == expected
+        assert tuple(done.stdout.splitlines()) == expected, text

@@ -8,10 +8,11 @@ from testkit.doc_commands import REPO, blocks
 
 PAGE = REPO / "docs" / "integration.md"
 # The link in the line that introduces an excerpt: (../examples/EXAMPLE/FILE#La-Lb)
-LINK = re.compile(r"\(\.\./(examples/(?:lobby|go|java)/[\w./-]+)#L(\d+)-L(\d+)\)")
+LINK = re.compile(r"\(\.\./(examples/(?:lobby|go|java|php)/[\w./-]+)#L(\d+)-L(\d+)\)")
 # The fenced blocks that quote an example, and how many each language's client must show at
-# least: the Node.js lobby (js), the Go client (go), the Java client (java, and its pom: xml).
-QUOTED = {"js": 10, "go": 5, "java": 5, "xml": 1}
+# least: the Node.js lobby (js), the Go client (go), the Java client (java, and its pom: xml),
+# the PHP lobby over HTTP/JSON (php).
+QUOTED = {"js": 10, "go": 5, "java": 5, "xml": 1, "php": 4}
 
 
 def test_every_excerpt_of_the_integration_page_is_the_code_its_link_names() -> None:
