@@ -355,7 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     def median(engine: str, figure: str) -> float:
         return statistics.median(r[engine][figure] for r in rounds)
 
-    grpc_cpu = median("grpc", "cpu_us")
+    def ratio(engine: str, figure: str, base: str) -> float:
+        """The median of the rounds' quotients over gRPC's (each round under its own load)."""
+        return statistics.median(r[engine][figure] / r["grpc"][base] for r in rounds)
+
     print(
         "| engine | CPU µs per call, every serving process | x gRPC "
         "| of it the Python server's | x gRPC | p50 ms | p99 ms | p99 x gRPC |"
@@ -365,10 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         cpu, python = median(engine, "cpu_us"), median(engine, "python_us")
         p50, p99 = median(engine, "p50_ms"), median(engine, "p99_ms")
         print(
-            f"| {engine} | {cpu:.0f} | {cpu / grpc_cpu:.2f} | {python:.0f} "
-            f"| {python / grpc_cpu:.2f} | {p50:.2f} | {p99:.2f} "
-            f"| {p99 / median('grpc', 'p99_ms'):.2f} |"
+            f"| {engine} | {cpu:.0f} | {ratio(engine, 'cpu_us', 'cpu_us'):.2f} | {python:.0f} "
+            f"| {ratio(engine, 'python_us', 'cpu_us'):.2f} | {p50:.2f} | {p99:.2f} "
+            f"| {ratio(engine, 'p99_ms', 'p99_ms'):.2f} |"
         )
+    print("(x gRPC: the median of the rounds' quotients; the other figures: medians of rounds)")
     print(
         f"codec CPU µs per Apply in one process (request decoded + answer encoded): "
         f"json_format {codecs['json']:.0f}, binary {codecs['binary']:.1f}"

@@ -161,6 +161,8 @@ class HttpFuzzer:
         """The rules an answer breaks (none: [])."""
         if answer.status == 200:
             self.tally.outcomes[f"{item.kind} 200"] += 1
+            if len(item.body) > MAX_BODY_BYTES:
+                return ["a body past the bound answered"]
             return self._answered(item, answer)
         try:
             read = refusal(answer)
@@ -174,7 +176,10 @@ class HttpFuzzer:
             problems.append(f"an unknown refusal {read.domain} {read.reason}")
         if answer.status >= 500 and read.code is not DEADLINE:
             problems.append(f"a {answer.status}")
-        if item.message is not None and read.code is not DEADLINE:
+        if len(item.body) > MAX_BODY_BYTES:  # refused by the gateway, whatever it holds
+            if read.reason != "BODY_TOO_LARGE":
+                problems.append(f"a body past the bound refused {read.reason}")
+        elif item.message is not None and read.code is not DEADLINE:
             expected = self.worker.call(item.rpc, item.message.SerializeToString())
             if expected.code is grpc.StatusCode.OK:
                 problems.append(f"refused ({read.reason}) what the handlers answer")
