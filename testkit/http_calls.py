@@ -60,9 +60,7 @@ GATEWAY_REASONS: Mapping[str, int | None] = {
     "INVALID_TIMEOUT": None,
     "ROUTE_NOT_FOUND": None,
     "METHOD_NOT_ALLOWED": 405,
-    "MALFORMED_PATH": None,
     "BACKEND_UNAVAILABLE": None,
-    "CANCELLED": None,
 }
 
 

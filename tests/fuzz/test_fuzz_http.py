@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
+from service.servicer import SERVICE_NAME
 from testkit import harness
 from testkit.calls import scrape_until
-from testkit.http_calls import HttpCaller
+from testkit.http_calls import GATEWAY_REASONS, HTTP_STATUS, HttpCaller
 from testkit.http_fuzz import run
-from testkit.http_gateway import RunningGateway, running
+from testkit.http_gateway import RunningGateway, binary, running
 
 INPUTS = int(os.environ.get("BASRA_HTTP_FUZZ_INPUTS", "600"))
 REPORT = os.environ.get("BASRA_HTTP_FUZZ_REPORT")
@@ -42,10 +45,11 @@ def served() -> Iterator[tuple[harness.ServedProcess, RunningGateway]]:
 
 
 def _handled(samples: dict[str, float], *codes: str) -> float:
-    """The calls the server counted as ended, with one of `codes` (all: none given)."""
+    """The RulesService calls the server counted as ended, with one of `codes` (all: none
+    given), every transport (all come through the gateway, the valid Applies too)."""
     total = 0.0
     for name, value in samples.items():
-        if not name.startswith(HANDLED + "{"):
+        if not name.startswith(HANDLED + "{") or f'grpc_service="{SERVICE_NAME}"' not in name:
             continue
         if not codes or any(f'grpc_code="{code}"' in name for code in codes):
             total += value
@@ -82,3 +86,26 @@ def test_fuzzed_http_inputs_end_in_answers_or_clean_refusals(
     samples = scrape_until(server, lambda s: _handled(s) >= answered)
     assert _handled(samples) >= answered
     assert _handled(samples, "INTERNAL", "UNKNOWN") == 0
+    # Counted as HTTP calls, in the one outcome path (the gateway's transport label).
+    http = sum(v for k, v in samples.items() if 'transport="http"' in k and k.startswith(HANDLED))
+    assert http == _handled(samples), samples  # the health checks are the only gRPC calls
+
+
+def test_the_gateway_refusals_known_here_are_the_gateways() -> None:
+    """The fuzzer's table of the gateway's own reasons and their HTTP statuses, and its code
+    mapping, are what `basra-gateway --describe` says the binary does (DEADLINE_EXPIRED is
+    the server's reason too, known here from the service)."""
+    described = json.loads(
+        subprocess.run(
+            [str(binary()), "--describe"], check=True, capture_output=True, text=True, timeout=30
+        ).stdout
+    )
+    statuses = {r["reason"]: r["http"] for r in described["reasons"]}
+    statuses.pop("DEADLINE_EXPIRED")
+    assert set(statuses) == set(GATEWAY_REASONS)
+    for reason, http_status in statuses.items():
+        code = grpc.StatusCode[
+            next(r["code"] for r in described["reasons"] if r["reason"] == reason)
+        ]
+        assert (GATEWAY_REASONS[reason] or HTTP_STATUS[code]) == http_status, reason
+    assert described["codes"] == {code.name: status for code, status in HTTP_STATUS.items()}
