@@ -8,7 +8,8 @@ JSON value as json_format's canonical proto3 JSON of it (values, not text: proto
 whitespace on purpose). A refusal must be the recorded one: the same code (by the HTTP status
 grpc-gateway maps it to, and by the JSON Status's code), message, ErrorInfo reason, domain and
 metadata. The cases without a JSON form are the requests whose bytes do not parse (the wire
-cases): they are counted, and gRPC alone can carry them.
+cases): they are counted, and gRPC alone can carry them. BatchApply too: the recorded Apply
+requests in batches, each item the recorded unary answer or refusal.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
+from basra.v1 import rules_pb2 as pb
 from google.protobuf import json_format
+from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 
 from service.interceptors import CallObserver
 from service.logs import make_logger
 from service.server import build_server
 from service.servicer import METHODS
 from testkit.golden import OK, Case, Outcome, load_cases, load_profiles
-from testkit.http_calls import HttpCaller, refusal
+from testkit.http_calls import CODE_BY_NUMBER, HttpCaller, refusal
 from testkit.http_gateway import gateway
 
 
@@ -107,3 +110,51 @@ def test_every_case_gets_the_recorded_answer_over_http(
     assert sent["answered"] > 100 and sent["refused"] > 50, sent
     assert all(i.split("/")[0].endswith("-wire") for i in without_json), without_json
     assert len(without_json) < len(cases) // 10
+
+
+ITEMS = 64  # the default --max-batch-items: the profiles' servers run the default
+
+
+def _item_outcome(result: pb.ApplyResult) -> Outcome:
+    """A batch item's outcome, as the unary call's is compared."""
+    if result.WhichOneof("result") == "response":
+        return Outcome(OK, result.response.SerializeToString(deterministic=True))
+    (detail,) = result.status.details
+    info = error_details_pb2.ErrorInfo()
+    assert detail.Unpack(info), detail
+    metadata = tuple(sorted(info.metadata.items()))
+    code = CODE_BY_NUMBER[result.status.code].name
+    return Outcome(code, b"", result.status.message, info.reason, info.domain, metadata)
+
+
+@pytest.mark.parametrize("profile", ["unsigned", "signed"])
+def test_every_recorded_apply_gets_its_answer_in_a_batch_over_http(
+    callers: dict[str, HttpCaller], profile: str
+) -> None:
+    """The profile's Apply cases in batches of 64, as JSON: each item the recorded answer (the
+    same message) or the recorded refusal (code, message, reason, domain, metadata)."""
+    cases = [
+        c
+        for c in load_cases()
+        if c.profile == profile and c.rpc == "Apply" and c.data["request"]["json"] is not None
+    ]
+    assert len(cases) > 100
+    differing = []
+    for chunk in (cases[i : i + ITEMS] for i in range(0, len(cases), ITEMS)):
+        batch = pb.BatchApplyRequest(
+            requests=[pb.ApplyRequest.FromString(c.request) for c in chunk]
+        )
+        answer = callers[profile].call("BatchApply", json_format.MessageToJson(batch))
+        assert answer.status == 200, answer.body[:300]
+        results = json_format.Parse(answer.body, pb.BatchApplyResponse()).results
+        assert len(results) == len(chunk)
+        for case, result in zip(chunk, results, strict=True):
+            expected = case.expected
+            if expected.code == OK:
+                body = pb.ApplyResponse.FromString(expected.body).SerializeToString(
+                    deterministic=True
+                )
+                expected = Outcome(OK, body)
+            if _item_outcome(result) != expected:
+                differing.append((case.id, _item_outcome(result)))
+    assert differing == []
