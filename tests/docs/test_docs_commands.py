@@ -374,6 +374,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m benchmarks.rpc_cpu --rounds 5 --json-out /tmp/rpc.json": Run(
         extra=("--rounds", "1", "--scale", "0.05")
     ),
+    ".venv/bin/python -m benchmarks.http_engines --rounds 5 --json-out /tmp/http-engines.json": Run(
+        extra=("--rounds", "1", "--calls", "100")
+    ),
     ".venv/bin/python -m benchmarks.batch_bench --rounds 5 --json-out /tmp/batch.json": Run(
         extra=("--rounds", "1", "--items", "200")
     ),
@@ -434,6 +437,11 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "BASRA_FUZZ_EXAMPLES=7200 BASRA_FUZZ_REPORT=/tmp/fuzz.json .venv/bin/python -m pytest "
         "-p no:cacheprovider tests/fuzz/test_fuzz_grpc.py"
     ): FUZZ,
+    (
+        "BASRA_HTTP_FUZZ_INPUTS=20000 BASRA_HTTP_FUZZ_SEED=20261207 "
+        "BASRA_HTTP_FUZZ_REPORT=/tmp/http-fuzz.json .venv/bin/python -m pytest "
+        "-p no:cacheprovider tests/fuzz/test_fuzz_http.py"
+    ): NotRun("20,000 inputs take minutes; the test command runs the same test at 600"),
     FUZZ_LONG: Run(extra=("--runs", "14")),
     ".venv/bin/python -m testkit.fuzz_long --keep --work /tmp/fuzz-long": NotRun(
         "adds a long run's inputs to tests/fuzz/corpus, in the repository; the test command "
