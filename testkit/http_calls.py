@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -22,6 +20,7 @@ from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
 from service.servicer import SERVICE_NAME
+from testkit.http_gateway import Answer
 
 TIMEOUT = 10.0
 JSON = "application/json"
@@ -67,19 +66,6 @@ GATEWAY_REASONS: Mapping[str, int | None] = {
 def route(rpc: str) -> str:
     """The path of an RPC on the HTTP port: the gRPC method's own."""
     return f"/{SERVICE_NAME}/{rpc}"
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One HTTP answer: status, headers (lower-case names), body."""
-
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The body as a JSON value."""
-        return json.loads(self.body)
 
 
 @dataclass(frozen=True)

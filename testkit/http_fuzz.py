@@ -38,7 +38,8 @@ from google.protobuf.message import DecodeError, Message
 from service import errors
 from testkit import fuzz
 from testkit.fuzz_calls import BATCH, Worker, batch_view, reason
-from testkit.http_calls import GATEWAY_REASONS, Answer, HttpCaller, refusal, route
+from testkit.http_calls import GATEWAY_REASONS, HttpCaller, refusal, route
+from testkit.http_gateway import Answer
 from testkit.rpcs import methods
 
 MAX_BODY_BYTES = 4 << 20  # basra-gateway's default --max-body-bytes
