@@ -22,7 +22,7 @@ import grpc
 
 from service import errors, grpc_surface, outcomes
 from service.errors import Refusal, ServiceReason
-from service.interceptors import CallObserver, HandlerCache, MethodObserver
+from service.interceptors import CallObserver, HandlerCache, Metadata, MethodObserver
 from service.outcomes import Ended
 from service.running_mean import RunningMean
 from wire.contract import PREFIX
@@ -147,14 +147,15 @@ class WorkPool(futures.ThreadPoolExecutor):
         admission: Admission,
         threads: int,
         observe_wait: Callable[[float], None],
-        gone: Callable[[str, Ended], None],
+        gone: Callable[[str, Ended, Metadata], None],
     ) -> None:
         super().__init__(max_workers=threads, thread_name_prefix="rpc")
         self._admission = admission
         self._observe_wait = observe_wait
         self._gone = gone
-        self.arriving: str | None = None
-        """The RulesService method of the call grpc submits next: set by the interceptor, in
+        self.arriving: tuple[str, Metadata] | None = None
+        """The RulesService method and request metadata of the call grpc submits next: set by
+        the interceptor, in
         grpc's polling thread, which submits that call next (INTERCEPTED_THEN_SUBMITTED; grpc
         gives a registered method's submit no name)."""
         self.moved = time.monotonic()
@@ -164,7 +165,7 @@ class WorkPool(futures.ThreadPoolExecutor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
         """Hold the call from now until it ends; time its wait before it starts."""
         admission, observe_wait, gone = self._admission, self._observe_wait, self._gone
-        method, self.arriving = self.arriving, None
+        arriving, self.arriving = self.arriving, None
         admitted = perf_counter()
 
         def run() -> Any:
@@ -178,8 +179,8 @@ class WorkPool(futures.ThreadPoolExecutor):
                     # grpc runs no handler for a call whose caller is gone (deadline passed,
                     # or cancelled) by the time a thread takes it: no work was done, and it is
                     # counted (HANDLER_IN_SUBMITTED).
-                    if method is not None and not reached():
-                        gone(method, ended_before_start(args))
+                    if arriving is not None and not reached():
+                        gone(arriving[0], ended_before_start(args), arriving[1])
                     admission.leave(perf_counter() - admitted)
 
         admission.enter()
@@ -240,14 +241,14 @@ class _Shedding:
             observed = self._methods[method] = self.observer.unary(service, name)
         return observed
 
-    def gone(self, method: str, ended: Ended = EXPIRED) -> None:
+    def gone(self, method: str, ended: Ended = EXPIRED, metadata: Metadata = None) -> None:
         """Count a call that ended before its work started (no handler ran) as its client saw it."""
-        self._observed(method).count(ended)
+        self._observed(method).count(ended, metadata=metadata)
 
-    def refused(self, method: str, refusal: Refusal) -> None:
-        """Count a call refused past the bound in the standard series and by reason; log now
-        and then."""
-        self._observed(method).count(outcomes.ended(refusal))
+    def refused(self, method: str, refusal: Refusal, metadata: Metadata = None) -> None:
+        """Count a call refused past the bound in the standard series and by reason (and
+        transport, from its `metadata`); log now and then."""
+        self._observed(method).count(outcomes.ended(refusal), metadata=metadata)
         self.report(1)
 
     def report(self, refused: int) -> None:
@@ -312,7 +313,9 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
                 self.admission.enter_nothing()
             return None
         if ours:
-            self.pool.arriving = method
+            # (read defensively: the metadata only names the transport of the call's count)
+            metadata = getattr(handler_call_details, "invocation_metadata", None)
+            self.pool.arriving = (method, metadata)
             return self._moved.get(
                 method,
                 handler,
@@ -342,7 +345,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
         def refuse(requests: Any, context: Context) -> None:
             refusal = shedding.admission.overloaded()
-            shedding.refused(method, refusal)
+            shedding.refused(method, refusal, context.invocation_metadata())
             grpc_surface.abort_with(context, refusal.status())
 
         # Declared client-streaming, so grpc hands it the call without reading the request

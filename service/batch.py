@@ -39,7 +39,7 @@ from service.admission import Admission
 from service.config import Config
 from service.errors import Refusal, ServiceReason
 from service.handlers import Handlers
-from service.interceptors import CallObserver
+from service.interceptors import CallObserver, Metadata, metadata_of
 from service.outcomes import Facts, Outcome
 from service.running_mean import RunningMean
 from service.servicer import Unreadable, reader, respond, serve
@@ -171,6 +171,7 @@ class BatchApply:
         held = extra
         results: list[bytes] = []
         ended: Counter[str] = Counter()
+        metadata = metadata_of(context)  # the items' transport is the call's
         size = 0
         slowest = 0.0
         full: Refusal | None = None  # once an answer did not fit, later items are not run
@@ -199,7 +200,7 @@ class BatchApply:
                     result = ResultWire(status=status).SerializeToString()
                 size += len(result)
                 results.append(result)
-                self._count(outcome, perf_counter() - start, ended)
+                self._count(outcome, perf_counter() - start, ended, metadata)
         finally:
             if held:
                 self._admission.release(held)
@@ -221,11 +222,13 @@ class BatchApply:
             self._item.item_failed(outcome, context.invocation_metadata())
         return outcome
 
-    def _count(self, outcome: Outcome, seconds: float, ended: Counter[str]) -> None:
+    def _count(
+        self, outcome: Outcome, seconds: float, ended: Counter[str], metadata: Metadata
+    ) -> None:
         """Count one item under the unary method's series, as a unary call would be."""
         end = outcomes.ended(outcome)
         ended[end.reason or end.code] += 1
-        self._item.count(end, seconds)
+        self._item.count(end, seconds, metadata)
 
 
 def served(

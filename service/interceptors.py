@@ -7,7 +7,10 @@ tracing, gives the call's span how it ended. Every call reaches it as one value,
 `outcomes.Ended`, through `record` (a call with a log line) or `count` (a call with no line and
 no span of its own: refused at admission, ended before its work started, a batch item, from
 admission and the batch). Neither reads a gRPC context: the caller says how the call ended and
-passes its request metadata, so another transport calls the same two. The gRPC callers:
+passes its request metadata, so another transport calls the same two. The transport a call came
+by is read from that metadata: basra-gateway (the HTTP/JSON port, docs/http.md) marks its calls
+`basra-transport: http`, which becomes the label transport="http" of the call's grpc_server_*
+series and the field `transport` of its log line ("grpc" for every other call). The gRPC callers:
 `finished`, which the servicer (`servicer.serve`) gives a RulesService call's outcome and
 context, and the interceptor here for other services. Calls of RulesService are logged at info, a
 failure (INTERNAL) at error with its traceback; health checks and reflection at debug, so
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +41,12 @@ if TYPE_CHECKING:  # imported by workers with tracing on only
 
 REQUEST_ID_KEY = "x-request-id"
 MAX_REQUEST_ID_CHARS = 128
+# The metadata by which basra-gateway marks the calls it makes for HTTP callers, and the values
+# of the `transport` label (any other value of the key counts as gRPC: the label stays bounded).
+TRANSPORT_KEY = "basra-transport"
+GRPC = "grpc"
+HTTP = "http"
+TRANSPORTS = (GRPC, HTTP)
 
 Metadata = Sequence[tuple[str, str | bytes]] | None
 # grpc's handler and context types are generic only in the stubs; calls see plain objects.
@@ -68,6 +77,24 @@ def call_kind(full_method: str, handler: Handler) -> CallKind:
     return CallKind(kind, service or "unknown", method)
 
 
+def transport_of(metadata: Metadata) -> str:
+    """The transport a call came by: "http" when basra-gateway marked it, else "grpc"."""
+    for key, value in metadata or ():
+        if key == TRANSPORT_KEY:
+            return HTTP if value == HTTP else GRPC
+    return GRPC
+
+
+def metadata_of(context: Context) -> Metadata:
+    """A call's request metadata, for observation only: None where its context has none."""
+    if context is None:
+        return None
+    try:
+        return context.invocation_metadata()  # type: ignore[no-any-return]
+    except Exception:  # observation never decides how a call ends (see record)
+        return None
+
+
 def _request_id(metadata: Metadata) -> str | None:
     for key, value in metadata or ():
         if key == REQUEST_ID_KEY:
@@ -88,8 +115,11 @@ class CallObserver:
 
     def method(self, kind: CallKind) -> MethodObserver:
         """The observer of one method's calls (build it once per method, not per call)."""
-        tally = self.metrics.method(*astuple(kind)) if self.metrics is not None else None
-        return MethodObserver(self, kind, tally)
+        tallies = None
+        if self.metrics is not None:
+            labels = (kind.grpc_type, kind.grpc_service, kind.grpc_method)
+            tallies = {t: self.metrics.method(*labels, t) for t in TRANSPORTS}
+        return MethodObserver(self, kind, tallies)
 
     def unary(self, grpc_service: str, grpc_method: str) -> MethodObserver:
         """The observer of one unary method's calls."""
@@ -101,9 +131,12 @@ class MethodObserver:
 
     __slots__ = ("_error", "_log", "_name", "_tallied", "_tally", "_tracing", "grace")
 
-    def __init__(self, observer: CallObserver, kind: CallKind, tally: MethodTally | None) -> None:
+    def __init__(
+        self, observer: CallObserver, kind: CallKind, tallies: dict[str, MethodTally] | None
+    ) -> None:
         self._tally = observer.metrics
-        self._tallied = tally
+        self._tallied = tallies
+        """The method's tally by transport (None: no metrics)."""
         self.grace = observer.grace
         """The server's grace: a call it cuts is recorded as its client saw it (UNAVAILABLE)."""
         ours = kind.grpc_service == SERVICE_NAME
@@ -119,22 +152,25 @@ class MethodObserver:
         self._tracing = observer.tracing if ours else None
         self._name = f"{kind.grpc_service}/{kind.grpc_method}"
 
-    def started(self) -> float:
-        """Count a call as started; return its start time."""
+    def started(self, context: Context = None) -> float:
+        """Count a call (by the transport its `context`'s metadata names) as started; its
+        start time."""
         if self._tallied is not None:
-            self._tally.started(self._tallied)  # type: ignore[union-attr]
+            transport = transport_of(metadata_of(context))
+            self._tally.started(self._tallied[transport])  # type: ignore[union-attr]
         return perf_counter()
 
     def record(self, start: float, end: Ended, metadata: Metadata) -> None:
         """The one path from a call's end to its counts, its span and its log line: count and
         time the call started at `start`, give its span how it ended (the line gets the span's
-        ids), write its line (with its request id, from `metadata`)."""
+        ids), write its line (with its request id and transport, from `metadata`)."""
         # Observation never decides how a call ends: a failure here must not turn an answer
         # into UNKNOWN, so it is dropped (the counters and log simply miss this call). A plain
         # try costs nothing per call; contextlib.suppress builds a context manager each time.
         try:
             seconds = perf_counter() - start
-            self._count(end, seconds)
+            transport = transport_of(metadata)
+            self._count(end, seconds, transport)
             ids = self._tracing.mark(end) if self._tracing is not None else None
             log = self._log if end.error is None else self._error
             if log is None:
@@ -151,6 +187,7 @@ class MethodObserver:
                 reason=end.reason,
                 duration_ms=round(seconds * 1000, 3),
                 request_id=_request_id(metadata),
+                transport=transport,
                 **fields,
             )
         except Exception:
@@ -166,17 +203,19 @@ class MethodObserver:
         except Exception:  # observation never decides how a call ends (see record)
             pass
 
-    def count(self, end: Ended, seconds: float = 0.0) -> None:
+    def count(self, end: Ended, seconds: float = 0.0, metadata: Metadata = None) -> None:
         """Count a call that gets no log line and no span of its own: refused at admission,
         ended before its work started, or a batch item (its batch's line and span are the
-        call's, and its line counts the item)."""
+        call's, and its line counts the item); by the transport its `metadata` names."""
+        transport = transport_of(metadata)
         if self._tallied is not None:
-            self._tally.started(self._tallied)  # type: ignore[union-attr]
-        self._count(end, seconds)
+            self._tally.started(self._tallied[transport])  # type: ignore[union-attr]
+        self._count(end, seconds, transport)
 
-    def _count(self, end: Ended, seconds: float) -> None:
+    def _count(self, end: Ended, seconds: float, transport: str) -> None:
         if self._tallied is not None:
-            self._tally.finished(self._tallied, end.code, seconds, end.reason)  # type: ignore[union-attr]
+            tallied = self._tallied[transport]
+            self._tally.finished(tallied, end.code, seconds, end.reason)  # type: ignore[union-attr]
 
     def item_failed(self, failure: Failure, metadata: Metadata) -> None:
         """Log the failure of a batch item with its traceback (its batch's line counts it);
@@ -273,7 +312,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
         if not handler.response_streaming:
 
             def single(request: Any, context: Context) -> Any:
-                start = observer.started()
+                start = observer.started(context)
                 failed = True
                 try:
                     response = inner(request, context)
@@ -294,7 +333,7 @@ class ObservingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
             return _rebuild(handler, _non_blocking(inner, observer, grace))
 
         def stream(request: Any, context: Context) -> Iterator[Any]:
-            start = observer.started()
+            start = observer.started(context)
             failed = True
             try:
                 yield from inner(request, context)
@@ -313,7 +352,7 @@ def _non_blocking(inner: Callable[..., Any], observer: MethodObserver, grace: Gr
 
     @grpc_surface.non_blocking
     def watched(request: Any, context: Context, send_response_callback: Any = None) -> None:
-        start = observer.started()
+        start = observer.started(context)
 
         def ended() -> None:
             code = seen_by_client(context, grace)

@@ -48,7 +48,9 @@ def _decades(first: int, last: int) -> tuple[float, ...]:
 PLAN_BUCKETS = _decades(-6, -1)
 # Calls take well under a millisecond, so the buckets start far below Prometheus' defaults.
 HANDLING_BUCKETS = _decades(-4, 1)
-_CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method")
+# The standard grpc_server_* labels, and the transport a call came by: "grpc", or "http" for a
+# call of the HTTP/JSON port (basra-gateway marks its calls; service/interceptors.py reads it).
+_CALL_LABELS = ("grpc_type", "grpc_service", "grpc_method", "transport")
 # How often a worker writes its tallied counts to the metric families.
 FLUSH_SECONDS = 1.0
 # One STRONG suggestion takes milliseconds; RANDOM and GREEDY take microseconds.
@@ -351,7 +353,7 @@ class MethodTally:
 
     __slots__ = ("handled", "labels", "seconds", "started")
 
-    def __init__(self, labels: tuple[str, str, str]) -> None:
+    def __init__(self, labels: tuple[str, str, str, str]) -> None:
         self.labels = labels
         self.started = 0
         self.handled: dict[str, int] = {}
@@ -369,7 +371,7 @@ class Tally:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._methods: dict[tuple[str, str, str], MethodTally] = {}
+        self._methods: dict[tuple[str, str, str, str], MethodTally] = {}
         self._refusals: dict[tuple[str, str], int] = {}
         self._seals: dict[str, int] = {}
         self._plans = Observations(PLAN_BUCKETS)
@@ -381,14 +383,23 @@ class Tally:
         self._intake: tuple[Callable[[], int], Callable[[], int], list[int]] | None = None
         self._flush_lock = threading.Lock()
 
-    def declare(self, grpc_service: str, methods: Iterable[str], reasons: Iterable[str]) -> None:
+    def declare(
+        self,
+        grpc_service: str,
+        methods: Iterable[str],
+        reasons: Iterable[str],
+        transports: Iterable[str] = ("grpc",),
+    ) -> None:
         """Make the series that alerts read exist at 0 before anything happens: each unary
-        method's started calls and INTERNAL ends, and its refusals for each of `reasons` (a
-        series that first appears at 1 shows no increase, and a sum over none is no data)."""
+        method's started calls and INTERNAL ends by each of `transports`, and its refusals for
+        each of `reasons` (a series that first appears at 1 shows no increase, and a sum over
+        none is no data)."""
         family = self.metrics
+        transports = tuple(transports)
         for method in methods:
-            family.started.labels("UNARY", grpc_service, method)
-            family.handled.labels("UNARY", grpc_service, method, "INTERNAL")
+            for transport in transports:
+                family.started.labels("UNARY", grpc_service, method, transport)
+                family.handled.labels("UNARY", grpc_service, method, transport, "INTERNAL")
             for reason in reasons:
                 family.refusals.labels(method, reason)
 
@@ -413,9 +424,12 @@ class Tally:
         self._held = held
         self.metrics.calls_held_limit.set(limit)
 
-    def method(self, grpc_type: str, grpc_service: str, grpc_method: str) -> MethodTally:
-        """The tally of one method (the same object for the same labels)."""
-        labels = (grpc_type, grpc_service, grpc_method)
+    def method(
+        self, grpc_type: str, grpc_service: str, grpc_method: str, transport: str = "grpc"
+    ) -> MethodTally:
+        """The tally of one method's calls by one transport (the same object for the same
+        labels)."""
+        labels = (grpc_type, grpc_service, grpc_method, transport)
         with self._lock:
             return self._methods.setdefault(labels, MethodTally(labels))
 

@@ -23,7 +23,7 @@ from service.errors import LOAD_REASONS
 from service.grace import Grace
 from service.handlers import Handlers, Limits
 from service.health_status import HEALTH_NAMES, HealthStatuses
-from service.interceptors import CallObserver, ObservingInterceptor
+from service.interceptors import TRANSPORTS, CallObserver, ObservingInterceptor
 from service.metrics import Tally
 from service.servicer import RulesServicer, add_to_server
 from service.tls import server_credentials, tls_files
@@ -207,7 +207,7 @@ def build_server(
     interceptors.insert(0, admitting)
     if observer.metrics is not None:
         observer.metrics.watch_intake(grpc_surface.calls_started, lambda: admitting.taken_in)
-        observer.metrics.declare(SERVICE_NAME, METHODS, LOAD_REASONS)
+        observer.metrics.declare(SERVICE_NAME, METHODS, LOAD_REASONS, TRANSPORTS)
     executor = admitting.pool
     server = grpc.server(executor, interceptors=interceptors, options=grpc_options(config))
     handlers = handlers or make_handlers(config, observer.metrics)

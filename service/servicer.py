@@ -149,7 +149,7 @@ def serve(
     observed: MethodObserver | None, handler: Handler, request: Any, context: grpc.ServicerContext
 ) -> bytes:
     """Run one call: respond, record how it ended (with `observed`), end the call with it."""
-    start = 0.0 if observed is None else observed.started()
+    start = 0.0 if observed is None else observed.started(context)
     facts = Facts()
     outcome = respond(handler, request, facts, context.time_remaining())
     if observed is not None:

@@ -125,7 +125,8 @@ class InProcess:
         self.tally.flush()
         labels = {"grpc_service": HEALTH_SERVICE_NAME, "grpc_method": "Watch"}
         started = self.registry.get_sample_value(
-            "grpc_server_started_total", {"grpc_type": "SERVER_STREAM", **labels}
+            "grpc_server_started_total",
+            {"grpc_type": "SERVER_STREAM", "transport": "grpc", **labels},
         )
         handled = sum(
             sample.value

@@ -192,3 +192,49 @@ def parse_answer(raw: bytes) -> Answer:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     return Answer(int(status_line.split()[1]), headers, body)
+
+
+# ---- docs/http.md's two tables, which tests hold to the binary and to its answers ----
+
+DOC = REPO / "docs" / "http.md"
+REASONS_HEADER = "| reason | HTTP status | code | when |"
+MAPPING_HEADER = "| gRPC code | HTTP status |"
+
+
+def doc_table(header: str, page: Path = DOC) -> list[tuple[str, ...]]:
+    """The rows of the Markdown table whose header row is `header`, cells without their
+    backticks."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index(header) + 2  # the header, then the |---| row
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        rows.append(
+            tuple(
+                cell[1:-1]
+                if cell.startswith("`") and cell.endswith("`") and cell.count("`") == 2
+                else cell
+                for cell in cells
+            )
+        )
+    return rows
+
+
+def documented_reasons() -> dict[str, tuple[int, str, str]]:
+    """The gateway's reasons as docs/http.md lists them: HTTP status, code, when."""
+    return {row[0]: (int(row[1]), row[2], row[3]) for row in doc_table(REASONS_HEADER)}
+
+
+def documented_mapping() -> dict[str, int]:
+    """The HTTP status of each gRPC code, as docs/http.md lists them."""
+    return {row[0]: int(row[1]) for row in doc_table(MAPPING_HEADER)}
+
+
+def described() -> dict[str, Any]:
+    """What `basra-gateway --describe` prints: its reasons and the code mapping it applies."""
+    done = subprocess.run(
+        [str(binary()), "--describe"], check=True, capture_output=True, text=True, timeout=30
+    )
+    return dict(json.loads(done.stdout))

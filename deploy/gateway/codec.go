@@ -46,16 +46,14 @@ func (c *codec) NewDecoder(r io.Reader) runtime.Decoder {
 			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 				return n.refuse(bodyTooLarge(tooLarge.Limit))
 			}
-			return n.refuse(refused{reasonBodyUnread, http.StatusBadRequest, codeInvalidArgument,
-				"The request body could not be read.", nil})
+			return n.refuse(refusal(reasonBodyUnread, "The request body could not be read.", nil))
 		}
 		if len(bytes.TrimSpace(body)) == 0 {
 			return io.EOF // an empty body is the empty request, as grpc-gateway's handlers take it
 		}
 		message, ok := v.(proto.Message)
 		if !ok {
-			return n.refuse(refused{reasonInvalidValue, http.StatusBadRequest, codeInvalidArgument,
-				"The request body does not fit the request message.", nil})
+			return n.refuse(refusal(reasonInvalidValue, "The request body does not fit the request message.", nil))
 		}
 		if err := c.UnmarshalOptions.Unmarshal(body, message); err != nil {
 			return n.refuse(decodeRefusal(body, err))
@@ -69,17 +67,14 @@ func (c *codec) NewDecoder(r io.Reader) runtime.Decoder {
 // number out of range, a duplicate field, a top level that is not an object).
 func decodeRefusal(body []byte, err error) refused {
 	if !json.Valid(body) {
-		return refused{reasonMalformedJSON, http.StatusBadRequest, codeInvalidArgument,
-			"The request body is not a JSON value.", nil}
+		return refusal(reasonMalformedJSON, "The request body is not a JSON value.", nil)
 	}
 	text := protojsonText(err)
 	if m := unknownField.FindStringSubmatch(text); m != nil {
-		return refused{reasonUnknownField, http.StatusBadRequest, codeInvalidArgument,
-			"The request body has a field that the request message does not have: " + m[1] + ".",
-			map[string]string{"field": m[1]}}
+		return refusal(reasonUnknownField, "The request body has a field that the request message does not have: "+m[1]+".",
+			map[string]string{"field": m[1]})
 	}
-	return refused{reasonInvalidValue, http.StatusBadRequest, codeInvalidArgument,
-		"The request body does not fit the request message: " + text + ".", nil}
+	return refusal(reasonInvalidValue, "The request body does not fit the request message: "+text+".", nil)
 }
 
 // protojsonText is protojson's error without its "proto:" prefix.

@@ -39,6 +39,7 @@ type options struct {
 	drainSeconds   float64
 	defaultTimeout time.Duration
 	logLevel       string
+	describe       bool
 }
 
 func parseOptions(args []string) (options, error) {
@@ -55,6 +56,8 @@ func parseOptions(args []string) (options, error) {
 	flags.DurationVar(&o.defaultTimeout, "default-timeout", 5*time.Second,
 		"deadline of a call whose request has no Grpc-Timeout header")
 	flags.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flags.BoolVar(&o.describe, "describe", false,
+		"print the gateway's refusal reasons and the gRPC code to HTTP status mapping as JSON, and exit")
 	if err := flags.Parse(args); err != nil {
 		return o, err
 	}
@@ -100,6 +103,12 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "basra-gateway:", err)
 		os.Exit(2)
+	}
+	if o.describe {
+		if err := describe(os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		return
 	}
 	logger := newLogger(o.logLevel)
 	if err := run(o, logger); err != nil {

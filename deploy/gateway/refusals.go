@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -22,8 +24,8 @@ import (
 // Domain is the ErrorInfo domain of every refusal, the server's and the gateway's alike.
 const Domain = "basra.v1"
 
-// The reasons of the refusals the gateway makes itself, before any call reaches the server.
-// They are stable, like the server's (docs/http.md lists them, from the table below).
+// The reasons of the refusals the gateway makes itself, before any call reaches the server or
+// when no answer came from it. They are stable, like the server's.
 const (
 	reasonMalformedJSON    = "MALFORMED_JSON"
 	reasonUnknownField     = "UNKNOWN_FIELD"
@@ -34,16 +36,76 @@ const (
 	reasonInvalidTimeout   = "INVALID_TIMEOUT"
 	reasonRouteNotFound    = "ROUTE_NOT_FOUND"
 	reasonMethodNotAllowed = "METHOD_NOT_ALLOWED"
-	reasonMalformedPath    = "MALFORMED_PATH"
 	reasonUnavailable      = "BACKEND_UNAVAILABLE"
 	reasonDeadline         = "DEADLINE_EXPIRED"
-	reasonCancelled        = "CANCELLED"
 )
 
-// Short names of the codes the table uses.
-const (
-	codeInvalidArgument = codes.InvalidArgument
-)
+// kind is what a reason of the gateway's answers with, and when it is given.
+type kind struct {
+	Reason string `json:"reason"`
+	HTTP   int    `json:"http"`
+	Code   string `json:"code"`
+	When   string `json:"when"`
+	code   codes.Code
+}
+
+// kinds is the one home of the gateway's reasons: docs/http.md's table is checked against it
+// (basra-gateway --describe prints it), and every refusal of the gateway is built from it.
+var kinds = []kind{
+	{reasonMalformedJSON, 400, "", "the body is not one JSON value (or has data after it)", codes.InvalidArgument},
+	{reasonUnknownField, 400, "", "the body has a field the request message does not have (metadata `field`)", codes.InvalidArgument},
+	{reasonInvalidValue, 400, "", "JSON whose value does not fit the request message: a wrong type, an unknown enum name, a number out of range, bad base64, a duplicate field, a top level that is not an object", codes.InvalidArgument},
+	{reasonBodyTooLarge, 413, "", "the body is longer than `--max-body-bytes` (metadata `maxBodyBytes`)", codes.ResourceExhausted},
+	{reasonBodyUnread, 400, "", "the body ended before its Content-Length, or could not be read", codes.InvalidArgument},
+	{reasonMediaType, 415, "", "the Content-Type is not `application/json` (a charset other than UTF-8 included; metadata `contentType`)", codes.InvalidArgument},
+	{reasonInvalidTimeout, 400, "", "the Grpc-Timeout header is not 1 to 8 digits and a unit (H, M, S, m, u, n), or comes twice", codes.InvalidArgument},
+	{reasonRouteNotFound, 404, "", "the path is no route (metadata `path`)", codes.NotFound},
+	{reasonMethodNotAllowed, 405, "", "a route asked with another method than POST (header `Allow: POST`; metadata `method`)", codes.Unimplemented},
+	{reasonUnavailable, 503, "", "the gRPC server could not be reached (after the published retry policy's attempts); `Retry-After: 1`", codes.Unavailable},
+	{reasonDeadline, 504, "", "the call's deadline passed before the gRPC server answered (the server's own reason when it is the server that finds it)", codes.DeadlineExceeded},
+}
+
+func init() {
+	for i := range kinds {
+		kinds[i].Code = codeName(kinds[i].code)
+	}
+}
+
+// codeName is a code's name as google.rpc.Code and the server's logs spell it.
+func codeName(c codes.Code) string {
+	if c == codes.Canceled {
+		return "CANCELLED"
+	}
+	name := c.String()
+	var out []byte
+	for i := 0; i < len(name); i++ {
+		if i > 0 && name[i] >= 'A' && name[i] <= 'Z' && name[i-1] >= 'a' {
+			out = append(out, '_')
+		}
+		out = append(out, name[i])
+	}
+	return strings.ToUpper(string(out))
+}
+
+// refusal is a refusal of the gateway's for `reason`, with its kind's status and code.
+func refusal(reason, message string, metadata map[string]string) refused {
+	for _, k := range kinds {
+		if k.Reason == reason {
+			return refused{reason, k.HTTP, k.code, message, metadata}
+		}
+	}
+	panic("basra-gateway: no kind for reason " + reason)
+}
+
+// describe prints the gateway's reasons and grpc-gateway's mapping of every gRPC code to an
+// HTTP status, as JSON (what docs/http.md's tables are checked against).
+func describe(w io.Writer) error {
+	mapping := map[string]int{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		mapping[codeName(c)] = runtime.HTTPStatusFromCode(c)
+	}
+	return json.NewEncoder(w).Encode(map[string]any{"reasons": kinds, "codes": mapping})
+}
 
 // internalMessage is what the caller of a failed call learns (the server's own sentence,
 // service/errors.py INTERNAL_MESSAGE): that it failed, not how. The log says how.
@@ -72,9 +134,8 @@ func (r refused) status() *status.Status {
 }
 
 func bodyTooLarge(limit int64) refused {
-	return refused{reasonBodyTooLarge, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
-		fmt.Sprintf("The request body is larger than %d bytes.", limit),
-		map[string]string{"maxBodyBytes": strconv.FormatInt(limit, 10)}}
+	return refusal(reasonBodyTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit),
+		map[string]string{"maxBodyBytes": strconv.FormatInt(limit, 10)})
 }
 
 // note carries the refusal a request's body met from the decoder, which sees only the body, to
@@ -118,9 +179,8 @@ func checked(maxBodyBytes int64, logger *slog.Logger) runtime.Middleware {
 			}
 			if values := r.Header.Values("Grpc-Timeout"); len(values) > 1 ||
 				(len(values) == 1 && !grpcTimeout.MatchString(values[0])) {
-				writeRefusal(w, refused{reasonInvalidTimeout, http.StatusBadRequest, codeInvalidArgument,
-					"The Grpc-Timeout header is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n).",
-					nil})
+				writeRefusal(w, refusal(reasonInvalidTimeout, "The Grpc-Timeout header is not a gRPC timeout (1 to 8 digits and a unit of H, M, S, m, u, n).",
+					nil))
 				return
 			}
 			if r.ContentLength > maxBodyBytes {
@@ -137,9 +197,8 @@ func checked(maxBodyBytes int64, logger *slog.Logger) runtime.Middleware {
 // mediaTypeRefusal refuses a body that does not say it is JSON (application/json, with no
 // parameter but a charset of UTF-8).
 func mediaTypeRefusal(values []string) (refused, bool) {
-	bad := refused{reasonMediaType, http.StatusUnsupportedMediaType, codeInvalidArgument,
-		"The request body must be JSON, sent with the header Content-Type: application/json.",
-		map[string]string{"contentType": ""}}
+	bad := refusal(reasonMediaType, "The request body must be JSON, sent with the header Content-Type: application/json.",
+		map[string]string{"contentType": ""})
 	if len(values) != 1 {
 		if len(values) > 1 {
 			bad.metadata["contentType"] = values[0]
@@ -184,9 +243,8 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 			return
 		}
 		if routing := (*runtime.HTTPStatusError)(nil); errors.As(err, &routing) {
-			// The mux's only one: a path with a malformed escape sequence.
-			writeRefusal(w, refused{reasonMalformedPath, http.StatusBadRequest, codeInvalidArgument,
-				"The request's path is malformed.", nil})
+			// The mux's only one: a path with a malformed escape sequence, which is no route.
+			writeRefusal(w, notFound(r))
 			return
 		}
 		s := status.Convert(err)
@@ -202,6 +260,9 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 				s = status.New(codes.Internal, internalMessage)
 			}
 		case info == nil:
+			if s.Code() == codes.Unavailable {
+				logger.Warn("backend unavailable", "path", r.URL.Path, "error", s.Message())
+			}
 			s = madeHere(s).status()
 		}
 		if httpStatus == http.StatusTooManyRequests || httpStatus == http.StatusServiceUnavailable {
@@ -215,18 +276,18 @@ func errorHandler(logger *slog.Logger) runtime.ErrorHandlerFunc {
 }
 
 // madeHere names an error that came from no refusal of the server (it carries no ErrorInfo):
-// grpc-go's own, about the backend, the deadline, the caller gone.
+// grpc-go's own, about the backend or the deadline; any other (the caller gone: CANCELLED)
+// gets its code's name as its reason.
+// Its sentence is the gateway's own: grpc-go's would name the backend's address.
 func madeHere(s *status.Status) refused {
-	reason := s.Code().String()
+	reason, message := codeName(s.Code()), s.Message()
 	switch s.Code() {
 	case codes.Unavailable:
-		reason = reasonUnavailable
+		reason, message = reasonUnavailable, "The rules server cannot be reached now; nothing was done. Try again."
 	case codes.DeadlineExceeded:
-		reason = reasonDeadline
-	case codes.Canceled:
-		reason = reasonCancelled
+		reason, message = reasonDeadline, "The call's deadline passed before the rules server answered."
 	}
-	return refused{reason, runtime.HTTPStatusFromCode(s.Code()), s.Code(), s.Message(), nil}
+	return refused{reason, runtime.HTTPStatusFromCode(s.Code()), s.Code(), message, nil}
 }
 
 // detailsOf finds a status's ErrorInfo and RetryInfo.
@@ -262,23 +323,22 @@ func retryAfter(code codes.Code, retry *errdetails.RetryInfo) (string, bool) {
 	return "", false
 }
 
-// routingErrorHandler answers a request no route takes: an unknown path (404), a known one
-// with another method than POST (405, with Allow), a path with a malformed escape (400).
+// routingErrorHandler answers a request no route takes: a known path with another method than
+// POST (405, with Allow), any other (404: an unknown path, or one that is not a path).
 func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter,
 	r *http.Request, httpStatus int) {
 	switch httpStatus {
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
-		writeRefusal(w, refused{reasonMethodNotAllowed, httpStatus, codes.Unimplemented,
-			"Every route takes POST only.", map[string]string{"method": r.Method}})
-	case http.StatusNotFound:
-		writeRefusal(w, refused{reasonRouteNotFound, httpStatus, codes.NotFound,
-			"No route has this path: each is POST /basra.v1.RulesService/<Method>.",
-			map[string]string{"path": r.URL.Path}})
+		writeRefusal(w, refusal(reasonMethodNotAllowed, "Every route takes POST only.", map[string]string{"method": r.Method}))
 	default:
-		writeRefusal(w, refused{reasonMalformedPath, http.StatusBadRequest, codeInvalidArgument,
-			"The request's path is malformed.", nil})
+		writeRefusal(w, notFound(r))
 	}
+}
+
+func notFound(r *http.Request) refused {
+	return refusal(reasonRouteNotFound, "No route has this path: each is POST /basra.v1.RulesService/<Method>.",
+		map[string]string{"path": r.URL.Path})
 }
 
 // recovered turns a panic of the gateway into a 500 of the one sentence (no internals), and

@@ -137,6 +137,17 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "the same server line, in the background"
     ),
     "bash .ci/test": NotRun("the test command itself: it runs this test"),
+    # docs/http.md (the HTTP/JSON port)
+    "bash deploy/gateway/build": Run(),
+    ".cache/gateway/basra-gateway --listen 127.0.0.1:8080 --backend 127.0.0.1:50051 "
+    "--service-config deploy/grpc-service-config.json": NotRun(
+        "serves until stopped, on the fixed port 8080; testkit.http_gateway starts the same "
+        "binary with the same flags (a free port) for every test of tests/http"
+    ),
+    'curl -s -H \'Content-Type: application/json\' -d \'{"seed": "aGVsbG8=", "labels": '
+    '["north", "south"]}\' http://127.0.0.1:8080/basra.v1.RulesService/NewMatch': NotRun(
+        "needs the gateway above; tests/http/test_http_play.py makes the same calls with curl"
+    ),
     # BENCHMARKS.md, "The cluster tests"
     ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster": NotRun(
         "the test command runs tests/cluster itself, after this test's run"

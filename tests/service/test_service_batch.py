@@ -248,6 +248,7 @@ def test_items_are_counted_under_apply(server: InProcess, samples: list[bytes]) 
                 "grpc_service": "basra.v1.RulesService",
                 "grpc_method": method,
                 "grpc_code": code,
+                "transport": "grpc",
             },
         )
         return value or 0.0
@@ -323,7 +324,9 @@ def test_items_refused_for_load_are_counted_as_unary_calls_refused_for_load(
 def _refused_keys(code: str, reason: str) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
     """The Apply series a refusal of this code and reason grows."""
     call = (("grpc_method", "Apply"), ("grpc_service", "basra.v1.RulesService"))
-    handled = tuple(sorted((*call, ("grpc_type", "UNARY"), ("grpc_code", code))))
+    handled = tuple(
+        sorted((*call, ("grpc_type", "UNARY"), ("grpc_code", code), ("transport", "grpc")))
+    )
     return [
         ("grpc_server_handled_total", handled),
         ("basra_refusals_total", (("grpc_method", "Apply"), ("reason", reason))),

@@ -79,7 +79,12 @@ def _started(server: InProcess) -> float:
     server.tally.flush()
     value = server.registry.get_sample_value(
         "grpc_server_started_total",
-        {"grpc_type": "UNARY", "grpc_service": "basra.v1.RulesService", "grpc_method": "NewMatch"},
+        {
+            "grpc_type": "UNARY",
+            "grpc_service": "basra.v1.RulesService",
+            "grpc_method": "NewMatch",
+            "transport": "grpc",
+        },
     )
     return 0.0 if value is None else value
 

@@ -82,7 +82,7 @@ def test_an_unanticipated_exception_ends_the_call_internal_and_leaves_every_trac
     assert "_boom" in line["exception"] and f"KeyError: '{BUG}'" in line["exception"]
 
     server.tally.flush()
-    labels = {"grpc_type": "UNARY", "grpc_service": "basra.v1.RulesService"}
+    labels = {"grpc_type": "UNARY", "grpc_service": "basra.v1.RulesService", "transport": "grpc"}
     handled = server.registry.get_sample_value(
         "grpc_server_handled_total", {**labels, "grpc_method": "NewMatch", "grpc_code": "INTERNAL"}
     )

@@ -28,9 +28,10 @@ def test_the_series_alerts_read_exist_at_zero_before_any_call(sync_server: InPro
         for reason in ("OVERLOADED", "DEADLINE_EXPIRED", "DEADLINE_TOO_SHORT"):
             labels = {"grpc_method": method, "reason": reason}
             assert sample("basra_refusals_total", labels) == 0.0, labels
-        internal = {**UNARY, "grpc_method": method, "grpc_code": "INTERNAL"}
-        assert sample("grpc_server_handled_total", internal) == 0.0
-        assert sample("grpc_server_started_total", {**UNARY, "grpc_method": method}) == 0.0
+        for transport in ("grpc", "http"):  # an HTTP caller's series too (docs/http.md)
+            calls = {**UNARY, "grpc_method": method, "transport": transport}
+            assert sample("grpc_server_handled_total", {**calls, "grpc_code": "INTERNAL"}) == 0.0
+            assert sample("grpc_server_started_total", calls) == 0.0
 
 
 def test_a_flush_gives_each_histogram_what_observing_each_value_would() -> None:

@@ -154,7 +154,7 @@ def test_metrics_count_calls_plans_and_refusals(sync_server: InProcess) -> None:
     """grpc_server_* series, one plan-timing observation per card, refusals by reason."""
     call = channel_caller(sync_server.channel)
     result = call("NewMatch", pb.NewMatchRequest(seed=SEED)).response
-    unary = {"grpc_type": "UNARY", "grpc_service": "basra.v1.RulesService"}
+    unary = {"grpc_type": "UNARY", "grpc_service": "basra.v1.RulesService", "transport": "grpc"}
     plans = "basra_plan_generation_seconds_count"
     assert _sample(sync_server, plans) == len(result.legal_moves.moves) == 4
     call("LegalMoves", pb.LegalMovesRequest(state=result.state))

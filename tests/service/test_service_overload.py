@@ -192,6 +192,7 @@ def test_a_saturated_server_refuses_past_its_bound_with_overloaded_and_retry_inf
             grpc_service="basra.v1.RulesService",
             grpc_method="Apply",
             grpc_code="RESOURCE_EXHAUSTED",
+            transport="grpc",
         )
         assert handled == 1
         _release(server)
@@ -406,7 +407,7 @@ def test_the_work_pool_counts_what_it_holds_and_lets_go_of_what_it_refuses() -> 
     (after shutdown) is never held."""
     bound = admission.Admission(limit=1)
     waits: list[float] = []
-    pool = admission.WorkPool(bound, 1, waits.append, lambda method, ended: None)
+    pool = admission.WorkPool(bound, 1, waits.append, lambda method, ended, metadata: None)
     release = threading.Event()
     first = pool.submit(release.wait, WAIT)
     assert bound.held == 1 and bound.full()

@@ -47,7 +47,7 @@ def _stub(port: int) -> tuple[grpc.Channel, rules_pb2_grpc.RulesServiceStub]:
     return channel, rules_pb2_grpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
 
 
-UNARY = 'grpc_method="{}",grpc_service="basra.v1.RulesService",grpc_type="UNARY"'
+UNARY = 'grpc_method="{}",grpc_service="basra.v1.RulesService",grpc_type="UNARY",transport="grpc"'
 
 
 def _handled(samples: dict[str, float], *methods: str) -> float:
