@@ -194,6 +194,28 @@ def parse_answer(raw: bytes) -> Answer:
     return Answer(int(status_line.split()[1]), headers, body)
 
 
+class GatedApply:
+    """Handlers whose Apply waits until the gate opens: a call held in flight, or holding a
+    server's admission slot, for as long as a test needs (tests/http)."""
+
+    def __init__(self, handlers: Any, wait: float = 30.0) -> None:
+        self._handlers = handlers
+        self._wait = wait
+        self.waiting = threading.Semaphore(0)
+        """Released once by each Apply that reached the gate."""
+        self.opened = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handlers, name)
+
+    def apply(self, request: Any, facts: Any) -> bytes:
+        """Wait for the gate, then apply."""
+        self.waiting.release()
+        if not self.opened.wait(self._wait):
+            raise TimeoutError("the gate was never opened")
+        return bytes(self._handlers.apply(request, facts))
+
+
 # ---- docs/http.md's two tables, which tests hold to the binary and to its answers ----
 
 DOC = REPO / "docs" / "http.md"

@@ -8,6 +8,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,11 +18,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	// Registers grpc-go's client-side health checking, so that the healthCheckConfig of the
 	// published service config takes effect instead of being ignored.
@@ -40,6 +44,9 @@ type options struct {
 	defaultTimeout time.Duration
 	logLevel       string
 	describe       bool
+	// TLS to the backend, as examples/go's client does it: trust backendCA alone, present
+	// backendCert/backendKey when the server asks for a client certificate (mutual TLS).
+	backendCA, backendServerName, backendCert, backendKey string
 }
 
 func parseOptions(args []string) (options, error) {
@@ -56,6 +63,12 @@ func parseOptions(args []string) (options, error) {
 	flags.DurationVar(&o.defaultTimeout, "default-timeout", 5*time.Second,
 		"deadline of a call whose request has no Grpc-Timeout header")
 	flags.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	flags.StringVar(&o.backendCA, "backend-ca", "",
+		"PEM bundle of the CA that signed the gRPC server's certificate: TLS to the backend when set")
+	flags.StringVar(&o.backendServerName, "backend-server-name", "",
+		"the name the server's certificate must carry (default: the backend's host)")
+	flags.StringVar(&o.backendCert, "backend-cert", "", "this client's certificate chain (PEM), for mutual TLS")
+	flags.StringVar(&o.backendKey, "backend-key", "", "this client's key (PEM), for mutual TLS")
 	flags.BoolVar(&o.describe, "describe", false,
 		"print the gateway's refusal reasons and the gRPC code to HTTP status mapping as JSON, and exit")
 	if err := flags.Parse(args); err != nil {
@@ -63,6 +76,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if flags.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", flags.Args())
+	}
+	if (o.backendCert == "") != (o.backendKey == "") || (o.backendCert != "" && o.backendCA == "") {
+		return o, errors.New("--backend-cert and --backend-key go together, and with --backend-ca")
 	}
 	if o.maxBodyBytes < 1 || o.drainSeconds < 0 || o.defaultTimeout <= 0 {
 		return o, errors.New("--max-body-bytes and --default-timeout must be positive, --drain-seconds not negative")
@@ -81,8 +97,16 @@ var clientKeepalive = keepalive.ClientParameters{
 
 // dial makes the one channel to the backend, with the published client settings.
 func dial(o options) (*grpc.ClientConn, error) {
+	transport := insecure.NewCredentials()
+	if o.backendCA != "" {
+		config, err := tlsConfig(o)
+		if err != nil {
+			return nil, fmt.Errorf("TLS: %w", err)
+		}
+		transport = credentials.NewTLS(config)
+	}
 	dialOptions := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithKeepaliveParams(clientKeepalive),
 	}
 	if o.serviceConfig != "" {
@@ -93,6 +117,28 @@ func dial(o options) (*grpc.ClientConn, error) {
 		dialOptions = append(dialOptions, grpc.WithDefaultServiceConfig(string(config)))
 	}
 	return grpc.NewClient(o.backend, dialOptions...)
+}
+
+// tlsConfig trusts the CA bundle alone (not the system's roots) and presents this client's
+// certificate when given one.
+func tlsConfig(o options) (*tls.Config, error) {
+	bundle, err := os.ReadFile(o.backendCA)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(bundle) {
+		return nil, errors.New(o.backendCA + " holds no PEM certificate")
+	}
+	config := &tls.Config{RootCAs: roots, ServerName: o.backendServerName, MinVersion: tls.VersionTLS12}
+	if o.backendCert != "" {
+		pair, err := tls.LoadX509KeyPair(o.backendCert, o.backendKey)
+		if err != nil {
+			return nil, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return config, nil
 }
 
 func main() {
@@ -125,10 +171,12 @@ func newLogger(level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// run serves until SIGTERM or SIGINT, then drains: keep-alives off at once (each connection
-// closes after its answer in flight), new requests still served for --drain-seconds (a
-// balancer may still send some while it learns the pod is going), then Shutdown, which waits
-// for the calls in flight.
+// run serves until SIGTERM or SIGINT, then drains: keep-alives off at once, new requests still
+// served for --drain-seconds (a balancer may still send some while it learns the pod is going),
+// then Shutdown, which waits for the calls in flight. Keep-alives go off by each answer from
+// then on saying Connection: close, so its connection closes after it; an idle connection is
+// not cut (http.Server.SetKeepAlivesEnabled would close it at once, and a request its client
+// sent meanwhile would fail): it closes after its next answer, or at the Shutdown.
 func run(o options, logger *slog.Logger) error {
 	runtime.DefaultContextTimeout = o.defaultTimeout
 	conn, err := dial(o)
@@ -140,12 +188,13 @@ func run(o options, logger *slog.Logger) error {
 	if err := basrav1.RegisterRulesServiceHandler(context.Background(), mux, conn); err != nil {
 		return err
 	}
+	var draining atomic.Bool
 	listener, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
 	server := &http.Server{
-		Handler:           recovered(mux, logger),
+		Handler:           closing(recovered(mux, logger), &draining),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -155,6 +204,10 @@ func run(o options, logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()
 	logger.Info("serving", "address", listener.Addr().String(), "backend", o.backend)
+	if o.serviceConfig == "" {
+		logger.Warn("no --service-config: the channel has no retry policy and no health checking " +
+			"(give it deploy/grpc-service-config.json, the published client settings)")
+	}
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
@@ -164,7 +217,7 @@ func run(o options, logger *slog.Logger) error {
 	case sig := <-stop:
 		drain := time.Duration(o.drainSeconds * float64(time.Second))
 		logger.Info("draining", "signal", sig.String(), "drain_seconds", o.drainSeconds)
-		server.SetKeepAlivesEnabled(false)
+		draining.Store(true)
 		time.Sleep(drain)
 		ctx, cancel := context.WithTimeout(context.Background(), o.defaultTimeout+drain)
 		defer cancel()
@@ -174,4 +227,15 @@ func run(o options, logger *slog.Logger) error {
 		logger.Info("stopped")
 		return nil
 	}
+}
+
+// closing answers with Connection: close once the drain has begun, so that each connection
+// closes after its answer.
+func closing(next http.Handler, draining *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
