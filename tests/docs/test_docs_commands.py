@@ -158,6 +158,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     (
         ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_node_faults.py"
     ): NotRun("one module of tests/cluster, which the test command runs whole"),
+    ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_http.py": NotRun(
+        "one module of tests/cluster, which the test command runs whole"
+    ),
     "bash .ci/setup dev": NotRun("the test command's own set-up, which it runs first"),
     # docs/integration.md: the Java client's tests, which the test command runs itself
     "(cd examples/java && mvn -q -B verify)": NotRun(
@@ -417,7 +420,6 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         f"{IMAGE_TEST}: -d and --network host for -p, the metrics volume a directory of the "
         "host (as an emptyDir is one of the node's)"
     ),
-    "bash deploy/gateway/build": Run(),
     (
         "docker run --rm --network container:basra --read-only --cap-drop ALL --security-opt "
         "no-new-privileges --user 10001:10001 --entrypoint /opt/basra-gateway/basra-gateway "
