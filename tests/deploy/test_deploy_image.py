@@ -10,7 +10,8 @@ chosen free: the engine has no bridge), and the metrics emptyDir is a directory 
 as an emptyDir is a directory of the node, so that the workers' last values can be read after
 the container is gone. The HTTP/JSON gateway the image carries (built on the host first, as
 docs/deploy.md shows) runs beside it as the chart's gateway container runs it, with the chart's
-flags and security context, and answers a NewMatch and a move over HTTP.
+flags and security context, and answers a NewMatch and a move over HTTP; the Dockerfile's
+optional COPY of it is built alone with both builders, with and without the binary.
 
 With CI=true the engine must start; elsewhere, without root, dockerd or debootstrap, the test
 is skipped and says why. Timings go to the test's output (pytest -s) for docs/deploy.md.
@@ -41,6 +42,7 @@ from testkit import docker_engine, images
 from testkit import reflection as reflect
 from testkit.deployment import (
     CHART_OVERRIDES,
+    DOCKERFILE,
     HEALTH_SERVICE,
     REPO,
     container,
@@ -48,6 +50,7 @@ from testkit.deployment import (
     env_map,
     manifests,
     one,
+    parse_dockerfile,
     read_lock,
     render,
 )
@@ -241,6 +244,38 @@ def _probe_context(engine: Engine, workdir: Path, buildkit: bool) -> list[str]:
     with tarfile.open(exported) as archive:
         names = [m.name for m in archive.getmembers() if m.isfile()]
     return sorted(n.removeprefix("context/") for n in names if n.startswith("context/"))
+
+
+def _optional_gateway_copy(engine: Engine, workdir: Path) -> None:
+    """The final stage's one COPY from the context, alone on scratch, with each builder, in a
+    context with the gateway's binary and in one without (a checkout where Go never ran): the
+    binary is copied when it is there, and its absence fails neither builder."""
+    _, stages = parse_dockerfile(DOCKERFILE.read_text())
+    (line,) = [a for a in stages[-1].all("COPY") if "--from" not in a]
+    *sources, target = shlex.split(line)
+    plain = [re.sub(r"\[(.)\]", r"\1", s) for s in sources]
+    assert GATEWAY_BINARY in plain and target.endswith("/")
+    for with_binary in (True, False):
+        context = workdir / f"gateway-copy-{int(with_binary)}"
+        for source in plain:
+            if source != GATEWAY_BINARY or with_binary:
+                (context / source).parent.mkdir(parents=True, exist_ok=True)
+                (context / source).write_bytes((REPO / source).read_bytes())
+        (context / "Dockerfile").write_text(f"FROM scratch\nCOPY {line}\n")
+        for buildkit in (False, True):
+            tag = f"gateway-copy:{int(with_binary)}{int(buildkit)}"
+            engine.run("build", "-q", "-t", tag, str(context), buildkit=buildkit)
+            created = engine.output("create", tag, "/none")
+            exported = workdir / "gateway-copy.tar"
+            engine.run("export", "-o", str(exported), created, timeout=120)
+            engine.run("rm", created)
+            with tarfile.open(exported) as archive:
+                names = {m.name for m in archive.getmembers() if m.isfile()}
+            copied = {n for n in names if n.startswith(target.strip("/") + "/")}
+            wanted = {f"{target.strip('/')}/{Path(s).name}" for s in plain}
+            if not with_binary:
+                wanted.discard(f"{target.strip('/')}/{Path(GATEWAY_BINARY).name}")
+            assert copied == wanted, (with_binary, buildkit, copied)
 
 
 def _build(engine: Engine, base: str, buildkit: bool) -> str:
@@ -496,6 +531,7 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
         assert not [f for f in sent if f.startswith(NEVER_IN_CONTEXT) and f != GATEWAY_BINARY]
         assert sent == expected, f"{builder} sent other files than .dockerignore keeps"
     timings.since("context probes", start)
+    _optional_gateway_copy(engine, tmp_path)
 
     # The image, by the documented command, with BuildKit: no frontend image is fetched (no
     # registry is reachable). The legacy builder reads the same Dockerfile and context.
