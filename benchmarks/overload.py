@@ -369,7 +369,9 @@ def server_counts(
         if name == "basra_refusals_total" and tags.get("grpc_method") == rpc:
             counts[f"refused {tags['reason']}"] = delta
         elif name == "grpc_server_handled_total" and tags.get("grpc_method") == rpc:
-            counts[f"handled {tags['grpc_code']}"] = delta
+            # Summed over the transport label (grpc, http).
+            handled = f"handled {tags['grpc_code']}"
+            counts[handled] = counts.get(handled, 0.0) + delta
         elif name in ("basra_calls_arrived_total", "basra_calls_taken_in_total"):
             counts[name.removeprefix("basra_calls_").removesuffix("_total")] = delta
         elif name == "basra_suggest_seconds_count":

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -108,6 +109,9 @@ func dial(o options) (*grpc.ClientConn, error) {
 	dialOptions := []grpc.DialOption{
 		grpc.WithTransportCredentials(transport),
 		grpc.WithKeepaliveParams(clientKeepalive),
+		// The server bounds its answers itself (--max-message-bytes, which may be set past
+		// grpc-go's default 4 MiB); the gateway takes what it is sent.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 	}
 	if o.serviceConfig != "" {
 		config, err := os.ReadFile(o.serviceConfig)
@@ -178,6 +182,9 @@ func newLogger(level string) *slog.Logger {
 // not cut (http.Server.SetKeepAlivesEnabled would close it at once, and a request its client
 // sent meanwhile would fail): it closes after its next answer, or at the Shutdown.
 func run(o options, logger *slog.Logger) error {
+	// Caught from the start: a SIGTERM before the server serves must not kill it undrained.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	runtime.DefaultContextTimeout = o.defaultTimeout
 	conn, err := dial(o)
 	if err != nil {
@@ -209,8 +216,6 @@ func run(o options, logger *slog.Logger) error {
 			"(give it deploy/grpc-service-config.json, the published client settings)")
 	}
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case err := <-served:
 		return err
@@ -219,7 +224,9 @@ func run(o options, logger *slog.Logger) error {
 		logger.Info("draining", "signal", sig.String(), "drain_seconds", o.drainSeconds)
 		draining.Store(true)
 		time.Sleep(drain)
-		ctx, cancel := context.WithTimeout(context.Background(), o.defaultTimeout+drain)
+		// The calls in flight have until their deadline: a call without Grpc-Timeout has
+		// --default-timeout, which bounds the wait.
+		ctx, cancel := context.WithTimeout(context.Background(), o.defaultTimeout)
 		defer cancel()
 		if err := server.Shutdown(ctx); err != nil {
 			return err

@@ -44,7 +44,7 @@ func newMux(maxBodyBytes int64, logger *slog.Logger) *runtime.ServeMux {
 		runtime.WithOutgoingTrailerMatcher(dropped),
 		runtime.WithErrorHandler(errorHandler(logger)),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
-		runtime.WithMiddlewares(checked(maxBodyBytes, logger)),
+		runtime.WithMiddlewares(checked(maxBodyBytes)),
 		runtime.WithDisableHTTPMethodOverride(),
 		runtime.WithDisablePathLengthFallback(),
 		runtime.WithWriteContentLength(),

@@ -170,7 +170,7 @@ var grpcTimeout = regexp.MustCompile(`^[0-9]{1,8}[HMSmun]$`)
 // checked refuses, before any call, a request the server must not see: a Content-Type that is
 // not JSON, a Grpc-Timeout that is not one, a body over the bound. It runs on matched routes
 // only (an unknown route or method is the routing error handler's).
-func checked(maxBodyBytes int64, logger *slog.Logger) runtime.Middleware {
+func checked(maxBodyBytes int64) runtime.Middleware {
 	return func(next runtime.HandlerFunc) runtime.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request, pathParams map[string]string) {
 			if refusal, bad := mediaTypeRefusal(r.Header.Values("Content-Type")); bad {
@@ -211,7 +211,7 @@ func mediaTypeRefusal(values []string) (refused, bool) {
 		return bad, true
 	}
 	for key, value := range params {
-		if key != "charset" || (value != "utf-8" && value != "UTF-8") {
+		if key != "charset" || !strings.EqualFold(value, "utf-8") {
 			return bad, true
 		}
 	}

@@ -7,6 +7,7 @@ table of docs/http.md (test_http_gateway_docs.py checks that table against the b
 from __future__ import annotations
 
 import base64
+import json
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -292,3 +293,18 @@ def test_a_deadline_that_passes_before_the_answer_is_a_504(url: str) -> None:
     answer = call(url, "NewMatch", NEW_MATCH, "Grpc-Timeout: 1n")
     status, code, reason, _ = refusal(answer)
     assert reason == "DEADLINE_EXPIRED" and (status, code) == DOCUMENTED[reason]
+
+
+def test_a_body_the_gateway_takes_but_the_server_bounds_is_its_request_too_large(
+    server: InProcess,
+) -> None:
+    """A 2 MB body (a 1.5 MB seed, base64) fits the gateway's default 4 MiB but its message
+    does not fit the server's 1 MiB: the server's own refusal, 429 without Retry-After (the same
+    request would be refused again)."""
+    body = {"seed": base64.b64encode(bytes(1_500_000)).decode()}
+    with running(f"127.0.0.1:{server.port}") as started:
+        answer = call(started.url, "NewMatch", body)
+    assert 1_048_576 < len(json.dumps(body)) < 4_194_304
+    status, code, reason, _ = refusal(answer)
+    assert (status, code, reason) == (429, "RESOURCE_EXHAUSTED", "REQUEST_TOO_LARGE")
+    assert "retry-after" not in answer.headers

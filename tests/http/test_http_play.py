@@ -115,8 +115,12 @@ def test_every_route_answers_as_grpc_does(served: harness.ServedProcess) -> None
             by_grpc = getattr(stub, method)(
                 json_format.ParseDict(request, request_type()), timeout=TIMEOUT
             )
-            assert answer.json() == json_format.MessageToDict(by_grpc), method
-            assert json_format.Parse(answer.body, reply_type()) == by_grpc, method
+            expected = json_format.MessageToDict(by_grpc)
+            assert answer.json() == expected, method
+            # Parsed, the same message (compared as values: an Any's bytes hold a map, whose
+            # order protobuf does not fix).
+            parsed = json_format.Parse(answer.body, reply_type())
+            assert json_format.MessageToDict(parsed) == expected, method
         # The batch's second item was refused inside the answer, as over gRPC.
         results = call(url, "BatchApply", requests["BatchApply"]).json()["results"]
         assert "response" in results[0] and results[1]["status"]["code"] == 10  # ABORTED
