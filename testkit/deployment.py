@@ -145,12 +145,13 @@ def one(objects: Iterable[dict[str, Any]], kind: str, name: str | None = None) -
     return found[0]
 
 
-def container(objects: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The server container of the Deployment."""
+def container(objects: Iterable[dict[str, Any]], name: str = "server") -> dict[str, Any]:
+    """A container of the Deployment: the server's, or the one named (http.enabled adds the
+    gateway's)."""
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
-    (server,) = pod["containers"]
-    assert isinstance(server, dict)
-    return server
+    (found,) = [c for c in pod["containers"] if c["name"] == name]
+    assert isinstance(found, dict)
+    return found
 
 
 def env_map(server: Mapping[str, Any]) -> dict[str, str]:
@@ -220,9 +221,12 @@ def check_references(objects: list[dict[str, Any]]) -> None:
     pod_labels = pod_template["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     server = container(objects)
-    port_names = {p["name"]: p["containerPort"] for p in server["ports"]}
+    containers = pod_template["spec"]["containers"]
+    # A Service or policy may name a port of any container of the pod (the gateway's http).
+    port_names = {p["name"]: p["containerPort"] for c in containers for p in c["ports"]}
+    assert len(port_names) == sum(len(c["ports"]) for c in containers), "a port name twice"
     volumes = {v["name"] for v in pod_template["spec"]["volumes"]}
-    assert {m["name"] for m in server["volumeMounts"]} <= volumes
+    assert {m["name"] for c in containers for m in c.get("volumeMounts", [])} <= volumes
     for obj in objects:
         spec = obj.get("spec", {})
         if obj["kind"] == "Service":
@@ -241,12 +245,13 @@ def check_references(objects: list[dict[str, Any]]) -> None:
             for rule in spec["ingress"]:
                 assert {p["port"] for p in rule["ports"]} <= port_names.keys()
     # Each probe asks a port the container declares (a gRPC probe takes a number only).
+    own = {p["name"]: p["containerPort"] for p in server["ports"]}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         action = server[probe]
         if "grpc" in action:
-            assert action["grpc"]["port"] in port_names.values(), probe
+            assert action["grpc"]["port"] in own.values(), probe
         else:
-            assert action["tcpSocket"]["port"] in port_names, probe
+            assert action["tcpSocket"]["port"] in own, probe
 
 
 def strip_helm_labels(obj: Any) -> Any:

@@ -2,9 +2,11 @@
 
 No registry is reachable here, so both come from a Docker engine of the test's own
 (testkit/docker_engine.py): the project's image by the documented offline build (deploy/Dockerfile
-on the Python base made from Debian's packages), and the pod sandbox image, the `pause` binary
-of testkit/kube in a FROM scratch image. An archive is kept in the checkout's .cache/ under the
-digest of what went into it, so a second run with the same sources imports it again at once.
+on the Python base made from Debian's packages, with the HTTP/JSON gateway that
+`bash deploy/gateway/build` makes on the host first, for the chart's http.enabled), and the pod
+sandbox image, the `pause` binary of testkit/kube in a FROM scratch image. An archive is kept
+in the checkout's .cache/ under the digest of what went into it, so a second run with the same
+sources imports it again at once.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from testkit import docker_engine
+from testkit import commands, docker_engine
 from testkit.cluster import PAUSE, PAUSE_IMAGE
-from testkit.deployment import REPO, context_files
+from testkit.deployment import DOCKERFILE, REPO, context_files
 
 IMAGE = "basra-rules:0.1.0"
 # The same build under a second tag: "a new release" for the upgrade procedure's rollout.
@@ -25,6 +27,21 @@ NEXT_IMAGE = "basra-rules:0.1.1"
 TAGS = (IMAGE, NEXT_IMAGE)
 CACHE = REPO / ".cache" / "cluster-images"
 BUILD_SECONDS = 900.0
+GATEWAY_BUILD = REPO / "deploy" / "gateway" / "build"
+# Where the image carries the gateway (the chart's gateway container runs it).
+GATEWAY = "/opt/basra-gateway/basra-gateway"
+
+
+def build_gateway() -> None:
+    """`bash deploy/gateway/build` (Go on the host; seconds with Go's build cache): the image
+    carries the gateway only when its binary is in the context before `docker build`."""
+    commands.run(["bash", str(GATEWAY_BUILD)], name="bash deploy/gateway/build", timeout=600)
+
+
+def check_gateway(engine: docker_engine.Engine, image: str) -> None:
+    """The image's gateway starts (its -h exits 0): a build without it fails here, not in a
+    pod that cannot start its second container."""
+    engine.run("run", "--rm", "--network", "none", "--entrypoint", GATEWAY, image, "-h")
 
 
 def _digest(paths: Sequence[Path], extra: str = "") -> str:
@@ -39,12 +56,20 @@ def _cached(name: str, digest: str) -> Path:
 
 
 def archives(tags: Sequence[str] = (IMAGE,)) -> list[Path]:
-    """The project's image (under each of `tags`) and the pause image, as archives."""
+    """The project's image (under each of `tags`), with the gateway, and the pause image, as
+    archives."""
+    build_gateway()
     base_script = REPO / "deploy" / "python-base.sh"
     project = _cached(
         "basra-rules",
         _digest(
-            [base_script, docker_engine.BASE_LOCK, *(REPO / f for f in context_files())],
+            # The Dockerfile too: it is no file of the context it builds.
+            [
+                base_script,
+                docker_engine.BASE_LOCK,
+                DOCKERFILE,
+                *(REPO / f for f in context_files()),
+            ],
             extra=" ".join(tags),
         ),
     )
@@ -69,6 +94,7 @@ def archives(tags: Sequence[str] = (IMAGE,)) -> list[Path]:
             str(REPO),
             timeout=BUILD_SECONDS,
         )
+        check_gateway(engine, tags[0])
         for tag in tags[1:]:
             engine.run("tag", tags[0], tag)
         context = Path(work) / "pause"

@@ -8,7 +8,10 @@ chart's default render: read-only root, every capability dropped, no privilege e
 uid 10001, /tmp a tmpfs. Only the bind address and ports change (the host's loopback, ports
 chosen free: the engine has no bridge), and the metrics emptyDir is a directory of the host,
 as an emptyDir is a directory of the node, so that the workers' last values can be read after
-the container is gone.
+the container is gone. The HTTP/JSON gateway the image carries (built on the host first, as
+docs/deploy.md shows) runs beside it as the chart's gateway container runs it, with the chart's
+flags and security context, and answers a NewMatch and a move over HTTP; the Dockerfile's
+optional COPY of it is built alone with both builders, with and without the binary.
 
 With CI=true the engine must start; elsewhere, without root, dockerd or debootstrap, the test
 is skipped and says why. Timings go to the test's output (pytest -s) for docs/deploy.md.
@@ -16,6 +19,7 @@ is skipped and says why. Timings go to the test's output (pytest -s) for docs/de
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -34,10 +38,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from testkit import docker_engine
+from testkit import docker_engine, images
 from testkit import reflection as reflect
 from testkit.deployment import (
     CHART_OVERRIDES,
+    DOCKERFILE,
     HEALTH_SERVICE,
     REPO,
     container,
@@ -45,11 +50,13 @@ from testkit.deployment import (
     env_map,
     manifests,
     one,
+    parse_dockerfile,
     read_lock,
     render,
 )
 from testkit.doc_commands import commands
 from testkit.docker_engine import Engine
+from testkit.http_gateway import call
 from testkit.metrics_files import counter_total
 
 IMAGE = "basra-rules:0.1.0"
@@ -64,6 +71,11 @@ METRICS_SECONDS = 15.0
 BURST_CALLS = 200
 BURST_THREADS = 4
 NEVER_IN_CONTEXT = (".git/", ".venv/", "tests/", "testkit/", "benchmarks/", ".cache/", "gen/")
+# The one file of .cache/ the context keeps: the gateway `bash deploy/gateway/build` made.
+GATEWAY_BINARY = ".cache/gateway/basra-gateway"
+SERVER_RUN = "docker run --rm --name"
+GATEWAY_RUN = "docker run --rm --network container:"
+HTTP_CALLS = 2
 METRICS_ERROR = "cannot use the metrics directory"
 
 pytestmark = pytest.mark.timeout(TOTAL_SECONDS)
@@ -123,16 +135,7 @@ def chart_run() -> ChartRun:
     objects = manifests(render())
     server = container(objects)
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
-    security = server["securityContext"]
-    flags = []
-    if security["readOnlyRootFilesystem"]:
-        flags.append("--read-only")
-    for capability in security["capabilities"]["drop"]:
-        flags += ["--cap-drop", capability]
-    if security["allowPrivilegeEscalation"] is False:
-        flags += ["--security-opt", "no-new-privileges"]
-    user = pod["securityContext"]
-    flags += ["--user", f"{user['runAsUser']}:{user['runAsGroup']}"]
+    flags = security_flags(server["securityContext"], pod)
     env = env_map(server)
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: volumes[m["name"]] for m in server["volumeMounts"]}
@@ -149,10 +152,55 @@ def chart_run() -> ChartRun:
     )
 
 
+@dataclass(frozen=True)
+class GatewayRun:
+    """How the chart runs the gateway container (http.enabled), as docker run flags."""
+
+    flags: list[str]
+    entrypoint: str
+    args: list[str]
+    """Its command after the binary: --name=value words."""
+    port: int
+    """Its containerPort."""
+
+
+def security_flags(security: dict[str, Any], pod: dict[str, Any]) -> list[str]:
+    """docker run flags for a container's security context and its pod's user."""
+    flags = []
+    if security["readOnlyRootFilesystem"]:
+        flags.append("--read-only")
+    for capability in security["capabilities"]["drop"]:
+        flags += ["--cap-drop", capability]
+    if security["allowPrivilegeEscalation"] is False:
+        flags += ["--security-opt", "no-new-privileges"]
+    user = pod["securityContext"]
+    flags += ["--user", f"{user['runAsUser']}:{user['runAsGroup']}"]
+    return flags
+
+
+def gateway_run() -> GatewayRun:
+    """The gateway container of the chart's render with HTTP on."""
+    objects = manifests(render({"http": {"enabled": True}}))
+    gateway = container(objects, "gateway")
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert "volumeMounts" not in gateway, "the gateway writes nothing"
+    entrypoint, *args = gateway["command"]
+    (port,) = gateway["ports"]
+    return GatewayRun(
+        security_flags(gateway["securityContext"], pod), entrypoint, args, port["containerPort"]
+    )
+
+
+def with_flag(args: list[str], name: str, value: str) -> list[str]:
+    """`args` with the --name=value word's value replaced."""
+    assert sum(a.startswith(f"{name}=") for a in args) == 1, (name, args)
+    return [f"{name}={value}" if a.startswith(f"{name}=") else a for a in args]
+
+
 def test_the_documented_run_command_is_the_charts() -> None:
     """docs/deploy.md's `docker run` carries the chart's security context, mounts and metrics
     directory, and a stop timeout longer than the grace (docker stop's default 10 s is not)."""
-    words = documented("docker run")
+    words = documented(SERVER_RUN)
     chart = chart_run()
     text = " ".join(words)
     for flag in chart.flags:
@@ -164,6 +212,23 @@ def test_the_documented_run_command_is_the_charts() -> None:
     timeout = int(words[words.index("--stop-timeout") + 1])
     assert timeout > chart.grace
     assert words[-1] == IMAGE
+
+
+def test_the_documented_gateway_run_command_is_the_charts() -> None:
+    """docs/deploy.md's gateway `docker run` joins the server container's network namespace
+    (as a pod's containers share one, the server's container publishing the gateway's port)
+    and carries the chart's gateway container: its security context, binary and flags."""
+    words = documented(GATEWAY_RUN)
+    server = documented(SERVER_RUN)
+    name = server[server.index("--name") + 1]
+    assert words[words.index("--network") + 1] == f"container:{name}"
+    gateway = gateway_run()
+    for flag in gateway.flags:
+        assert flag in words, flag
+    assert words[words.index("--entrypoint") + 1] == gateway.entrypoint
+    image = words.index(IMAGE)
+    assert words[image + 1 :] == gateway.args
+    assert f"{gateway.port}:{gateway.port}" in server
 
 
 def _probe_context(engine: Engine, workdir: Path, buildkit: bool) -> list[str]:
@@ -179,6 +244,38 @@ def _probe_context(engine: Engine, workdir: Path, buildkit: bool) -> list[str]:
     with tarfile.open(exported) as archive:
         names = [m.name for m in archive.getmembers() if m.isfile()]
     return sorted(n.removeprefix("context/") for n in names if n.startswith("context/"))
+
+
+def _optional_gateway_copy(engine: Engine, workdir: Path) -> None:
+    """The final stage's one COPY from the context, alone on scratch, with each builder, in a
+    context with the gateway's binary and in one without (a checkout where Go never ran): the
+    binary is copied when it is there, and its absence fails neither builder."""
+    _, stages = parse_dockerfile(DOCKERFILE.read_text())
+    (line,) = [a for a in stages[-1].all("COPY") if "--from" not in a]
+    *sources, target = shlex.split(line)
+    plain = [re.sub(r"\[(.)\]", r"\1", s) for s in sources]
+    assert GATEWAY_BINARY in plain and target.endswith("/")
+    for with_binary in (True, False):
+        context = workdir / f"gateway-copy-{int(with_binary)}"
+        for source in plain:
+            if source != GATEWAY_BINARY or with_binary:
+                (context / source).parent.mkdir(parents=True, exist_ok=True)
+                (context / source).write_bytes((REPO / source).read_bytes())
+        (context / "Dockerfile").write_text(f"FROM scratch\nCOPY {line}\n")
+        for buildkit in (False, True):
+            tag = f"gateway-copy:{int(with_binary)}{int(buildkit)}"
+            engine.run("build", "-q", "-t", tag, str(context), buildkit=buildkit)
+            created = engine.output("create", tag, "/none")
+            exported = workdir / "gateway-copy.tar"
+            engine.run("export", "-o", str(exported), created, timeout=120)
+            engine.run("rm", created)
+            with tarfile.open(exported) as archive:
+                names = {m.name for m in archive.getmembers() if m.isfile()}
+            copied = {n for n in names if n.startswith(target.strip("/") + "/")}
+            wanted = {f"{target.strip('/')}/{Path(s).name}" for s in plain}
+            if not with_binary:
+                wanted.discard(f"{target.strip('/')}/{Path(GATEWAY_BINARY).name}")
+            assert copied == wanted, (with_binary, buildkit, copied)
 
 
 def _build(engine: Engine, base: str, buildkit: bool) -> str:
@@ -317,6 +414,58 @@ class Burst:
         self.pool.shutdown()
 
 
+def _http_calls(engine: Engine, target: str, timings: Timings) -> int:
+    """Run the image's gateway as the chart does in front of the server at `target`, begin a
+    match and make a move through it, stop it; return the calls it handed the server."""
+    gateway = gateway_run()
+    port = docker_engine.free_port()
+    args = with_flag(gateway.args, "--listen", f"127.0.0.1:{port}")
+    args = with_flag(args, "--backend", target)
+    name = "basra-gateway-under-test"
+    engine.run(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "host",
+        *gateway.flags,
+        "--entrypoint",
+        gateway.entrypoint,
+        IMAGE,
+        *args,
+    )
+    deadline = time.monotonic() + SERVING_SECONDS
+    while not [line for line in _log_lines(engine, name) if line.get("msg") == "serving"]:
+        state = docker_engine.inspect(engine, name)["State"]
+        assert isinstance(state, dict) and state["Running"], _log_lines(engine, name)
+        assert time.monotonic() < deadline, f"the gateway did not serve in {SERVING_SECONDS} s"
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{port}"
+    begun = call(url, "NewMatch", {"seed": base64.b64encode(b"image-http").decode()})
+    assert begun.status == 200, begun.body
+    assert begun.headers["content-type"] == "application/json"
+    state, legal = begun.json()["state"], begun.json()["legalMoves"]
+    assert state.get("seq", 0) == 0  # proto3 JSON leaves zero out
+    move = legal["moves"][0]
+    action = {"seat": legal.get("seat", 0), "card": move["card"]}
+    action |= {"planId": move["plans"][0]["id"]} if move.get("plans") else {"trail": True}
+    moved = call(url, "Apply", {"state": state, "action": action, "expectedSeq": 0})
+    assert moved.status == 200, moved.body
+    assert moved.json()["state"]["seq"] == 1
+    start = time.monotonic()
+    engine.run("stop", name, timeout=60)
+    timings.since("gateway stop", start)
+    state = docker_engine.inspect(engine, name)["State"]
+    assert isinstance(state, dict)
+    assert (state["ExitCode"], state["OOMKilled"]) == (0, False), state
+    said = [line.get("msg") for line in _log_lines(engine, name)]
+    assert "draining" in said and said[-1] == "stopped", said
+    assert _written(engine, name, []) == []
+    engine.run("rm", name)
+    return HTTP_CALLS
+
+
 def _installed_distributions(engine: Engine, chart: ChartRun) -> dict[str, str]:
     script = (
         "import importlib.metadata as m, json;"
@@ -362,15 +511,27 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     timings.since("base import", start)
     assert documented("docker import")[3] == base
 
-    # The context: the same files with both builders, never tests, the venv or git.
+    # The gateway, by the documented command (Go on the host), before the build.
+    assert documented("bash deploy/gateway/build") == [
+        "bash",
+        images.GATEWAY_BUILD.relative_to(REPO).as_posix(),
+    ]
+    start = time.monotonic()
+    images.build_gateway()
+    timings.since("gateway build", start)
+
+    # The context: the same files with both builders, never tests, the venv or git; of the
+    # local caches, the gateway's binary only.
     start = time.monotonic()
     expected = context_files()
+    assert GATEWAY_BINARY in expected
     for buildkit in (False, True):
         sent = _probe_context(engine, tmp_path, buildkit)
         builder = "BuildKit" if buildkit else "legacy builder"
-        assert not [f for f in sent if f.startswith(NEVER_IN_CONTEXT)], builder
+        assert not [f for f in sent if f.startswith(NEVER_IN_CONTEXT) and f != GATEWAY_BINARY]
         assert sent == expected, f"{builder} sent other files than .dockerignore keeps"
     timings.since("context probes", start)
+    _optional_gateway_copy(engine, tmp_path)
 
     # The image, by the documented command, with BuildKit: no frontend image is fetched (no
     # registry is reachable). The legacy builder reads the same Dockerfile and context.
@@ -392,6 +553,7 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     assert config["User"] == "10001:10001"
     assert config["Entrypoint"] == ["/opt/basra/bin/basra-rules", "serve"]
     assert set(config["ExposedPorts"]) == {"50051/tcp", "9464/tcp"}
+    images.check_gateway(engine, IMAGE)
 
     # Exactly the locked runtime versions in the image, and no installer.
     _, pins = read_lock(REPO / "deploy" / "requirements.lock")
@@ -508,6 +670,13 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     mounts = ["/tmp", chart.metrics_dir]
     assert _written(engine, name, mounts) == []
 
+    # The gateway as the chart runs it beside the server (the pod's loopback is the host's
+    # here): its security context, binary and flags, on a free port; a match begun and a move
+    # made over HTTP/JSON; then SIGTERM: it drains and exits 0, having written nothing.
+    start = time.monotonic()
+    http_answers = _http_calls(engine, target, timings)
+    timings.since("gateway run", start)
+
     # SIGTERM (docker stop) in the middle of a burst: drained within the grace, exit 0.
     burst = Burst(target)
     burst.start(BURST_THREADS)
@@ -534,7 +703,9 @@ def test_the_image_builds_and_runs_as_the_chart_runs_it(
     assert started_calls == _rules_total(metrics_dir, "grpc_server_handled_total")
     answered = _rules_total(metrics_dir, "grpc_server_handled_total", "OK")
     assert answered == started_calls
-    assert answered == 2 * reflect.COUNTED_CALLS + spread + burst.outcomes.count("OK")
+    assert answered == (
+        2 * reflect.COUNTED_CALLS + spread + http_answers + burst.outcomes.count("OK")
+    )
     assert set(burst.outcomes) <= {"OK", "UNAVAILABLE", "CANCELLED"}, set(burst.outcomes)
     engine.run("rm", name)
 

@@ -183,6 +183,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     (
         ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_node_faults.py"
     ): NotRun("one module of tests/cluster, which the test command runs whole"),
+    ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_http.py": NotRun(
+        "one module of tests/cluster, which the test command runs whole"
+    ),
     "bash .ci/setup dev": NotRun("the test command's own set-up, which it runs first"),
     # docs/integration.md: the Java client's tests, which the test command runs itself
     "(cd examples/java && mvn -q -B verify)": NotRun(
@@ -465,13 +468,23 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ): DOCKER,
     "bash .ci/lock": LOCK,
     (
-        "docker run --rm --read-only --tmpfs /tmp --tmpfs /var/run/basra/metrics --cap-drop ALL "
-        "--security-opt no-new-privileges --user 10001:10001 --stop-timeout 30 -e BASRA_WORKERS=2 "
-        "-e BASRA_METRICS_DIR=/var/run/basra/metrics -p 50051:50051 -p 9464:9464 "
-        "basra-rules:0.1.0"
+        "docker run --rm --name basra --read-only --tmpfs /tmp --tmpfs /var/run/basra/metrics "
+        "--cap-drop ALL --security-opt no-new-privileges --user 10001:10001 --stop-timeout 30 "
+        "-e BASRA_WORKERS=2 -e BASRA_METRICS_DIR=/var/run/basra/metrics -p 50051:50051 "
+        "-p 9464:9464 -p 8080:8080 basra-rules:0.1.0"
     ): NotRun(
         f"{IMAGE_TEST}: -d and --network host for -p, the metrics volume a directory of the "
         "host (as an emptyDir is one of the node's)"
+    ),
+    (
+        "docker run --rm --network container:basra --read-only --cap-drop ALL --security-opt "
+        "no-new-privileges --user 10001:10001 --entrypoint /opt/basra-gateway/basra-gateway "
+        "basra-rules:0.1.0 --listen=:8080 --backend=127.0.0.1:50051 "
+        "--service-config=/opt/basra-gateway/grpc-service-config.json --max-body-bytes=4194304 "
+        "--drain-seconds=3 --log-level=info"
+    ): NotRun(
+        f"{IMAGE_TEST}: --network host beside the server (its free ports in --listen and "
+        "--backend), the flags of the chart's render"
     ),
     "kubectl apply -k overlays/prod": NotRun(
         "needs a cluster and the reader's own overlay; tests/deploy/ builds deploy/k8s instead"

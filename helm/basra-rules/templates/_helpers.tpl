@@ -90,9 +90,27 @@ the cluster.
 {{- if and .Values.serviceMonitor.enabled (eq (int .Values.server.metricsPort) 0) -}}
 {{- fail "serviceMonitor.enabled needs server.metricsPort" -}}
 {{- end -}}
+{{- if and .Values.http.enabled .Values.tls.enabled -}}
+{{- fail "http.enabled needs tls.enabled false: the gateway calls the server in plaintext on the pod's loopback and serves plain HTTP (terminate TLS for HTTP in front of it, e.g. at an ingress)" -}}
+{{- end -}}
+{{- if and .Values.http.enabled (ge (int .Values.http.drainSeconds) $pause) -}}
+{{- fail (printf "http.drainSeconds (%d) must be less than lifecycle.preStopSleepSeconds (%d): the gateway must stop taking requests before the server stops taking calls" (int .Values.http.drainSeconds) $pause) -}}
+{{- end -}}
 {{- if and .Values.tracing.enabled (not .Values.tracing.endpoint) -}}
 {{- fail "tracing.enabled needs tracing.endpoint (the collector's OTLP/gRPC address, http(s)://host:port)" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Every container's security context: nothing but what serving needs. */}}
+{{- define "basra-rules.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+privileged: false
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
 {{- end -}}
 
 {{/* The port of tracing.endpoint (the schema requires one). */}}
