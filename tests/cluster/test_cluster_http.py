@@ -1,6 +1,6 @@
-"""HTTP/JSON through the chart's Service on a real cluster (issue 43, item 4): curl plays a
-whole match through the Service's port named http, and a rolling update with HTTP callers in
-flight fails no call.
+"""HTTP/JSON through the chart's Service on a real cluster (issue 43, item 4): curl and the
+PHP example lobby play whole matches through the Service's port named http, and a rolling
+update with HTTP callers in flight fails no call.
 
 The release is this module's own: the chart with `http.enabled=true` (the gateway as a second
 container of each pod) and the smallest override that leaves the node room for a rollout's
@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from service.metrics import FLUSH_SECONDS
+from testkit import php_lobby
 from testkit.chart_on_cluster import (
     RULES_SERVICE,
     CallsSeen,
@@ -201,6 +202,23 @@ def test_curl_plays_a_whole_match_through_the_service(http_release: Release) -> 
     assert refusal["code"] == 10, refusal
     assert [d["reason"] for d in refusal["details"] if "reason" in d] == ["SEQ_MISMATCH"]
     assert http_calls(release) - before >= calls + 1
+
+
+def test_the_php_lobby_plays_whole_matches_through_the_service(
+    http_release: Release, tmp_path: Path
+) -> None:
+    """The PHP example lobby (php-cli with curl, its published deadline and retries) plays two
+    whole matches through the ClusterIP's http port, per-seat views and expectedSeq; each
+    match checked against the pods over gRPC through the same Service."""
+    release = http_release
+    php = php_lobby.php()
+    records = tmp_path / "records.json"
+    summary = php_lobby.play(php, url(release), records, "--matches", "2", "--seed", "cluster-php")
+    played = json.loads(records.read_text())
+    assert summary["finished"] == 2 == len(played), summary
+    assert summary["refused"] == {"SEQ_MISMATCH": 2}, summary
+    assert summary["calls"] >= 2 * sum(len(r["actions"]) for r in played) + 2, summary
+    php_lobby.check_matches(release.target(), played)
 
 
 @dataclass

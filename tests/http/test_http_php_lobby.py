@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -31,16 +29,13 @@ from basra.v1 import rules_pb2_grpc as rpc
 from google.protobuf import json_format
 
 from clients import channels
-from clients.verify import check_record
-from testkit import harness
+from testkit import harness, php_lobby
 from testkit.http_gateway import gateway
 from testkit.ports import LOOPBACK
 
 REPO = Path(__file__).resolve().parents[2]
-LOBBY = REPO / "examples" / "php" / "lobby.php"
 CALL = Path(__file__).parent / "php" / "call.php"
 SERVICE_CONFIG = REPO / "deploy" / "grpc-service-config.json"
-PHP_SECONDS = 120.0
 # Room for php itself to start and stop around a call.
 PHP_START_SECONDS = 1.0
 MATCHES = 2
@@ -49,19 +44,7 @@ MATCHES = 2
 @pytest.fixture(scope="module")
 def php() -> str:
     """Debian's php-cli, with its curl extension loaded."""
-    found = shutil.which("php")
-    ready = found is not None and (
-        subprocess.run(
-            [found, "-r", 'exit(extension_loaded("curl") ? 0 : 1);'], check=False, timeout=30
-        ).returncode
-        == 0
-    )
-    if not ready:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true, yet there is no php with its curl extension (php-cli, php-curl)")
-        pytest.skip("no php with its curl extension here (Debian's php-cli and php-curl)")
-    assert found is not None
-    return found
+    return php_lobby.php()
 
 
 def test_every_file_of_the_php_lobby_parses(php: str) -> None:
@@ -75,63 +58,12 @@ def test_every_file_of_the_php_lobby_parses(php: str) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _lobby(php: str, url: str, record: Path, *flags: str) -> dict[str, Any]:
-    """Run the lobby; return its summary line (it must exit 0)."""
-    done = subprocess.run(
-        [php, str(LOBBY), "--gateway", url, "--record", str(record), *flags],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=PHP_SECONDS,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    summary: dict[str, Any] = json.loads(done.stdout)
-    return summary
-
-
-def _check_matches(served: harness.ServedProcess, records: list[dict[str, Any]]) -> None:
-    """Each recorded match, checked against the server over gRPC and by the fairness check."""
-    with channels.channel(served.target) as channel:
-        stub = rpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
-        for record in records:
-            actions = [json_format.ParseDict(a, pb.Action()) for a in record["actions"]]
-            final = json_format.ParseDict(record["state"], pb.State())
-            # Every Apply advanced seq by one: no move was lost or applied twice.
-            assert record["seqs"] == list(range(1, len(actions) + 1))
-            assert final.seq == len(actions)
-            replayed = stub.Replay(
-                pb.ReplayRequest(
-                    seed=base64.b64decode(record["seed"]),
-                    actions=actions,
-                    labels=["php-person", "php-bot"],
-                ),
-                timeout=30,
-            )
-            assert not replayed.HasField("refused_index")
-            assert replayed.state == final
-            assert final.status == pb.STATUS_OVER
-            # The scores add up: the winner holds the higher total, as the last event says.
-            over = replayed.events[-1].match_over
-            assert list(over.totals) == record["totals"] == [s.total for s in final.seats]
-            assert over.winner == final.winner == record["winner"]
-            assert record["totals"][record["winner"]] > record["totals"][1 - record["winner"]]
-            assert record["seedChecked"] is True
-            for seat in (0, 1):
-                # What each seat was sent: honest, and never a card dealt to the other seat.
-                verdict = check_record({**record, "seat": seat, "events": record["inbox"][seat]})
-                assert verdict.honest and verdict.match_over
-                assert verdict.observed_checked > 0
-                dealt = [e["cardsDealt"] for e in record["inbox"][seat] if "cardsDealt" in e]
-                assert {d["seat"] for d in dealt if "seat" in d} == {seat}
-
-
 def test_the_php_lobby_plays_whole_matches_over_http(php: str, tmp_path: Path) -> None:
     """Person against bot to the end, per-seat views, expectedSeq; a stale click is refused."""
     served = harness.start([])
     try:
         with gateway(served.target) as url:
-            summary = _lobby(php, url, tmp_path / "records.json", "--matches", str(MATCHES))
+            summary = php_lobby.play(php, url, tmp_path / "records.json", "--matches", str(MATCHES))
         records = json.loads((tmp_path / "records.json").read_text())
         assert summary["finished"] == MATCHES == len(records)
         # One stale click a match, refused with SEQ_MISMATCH by the service, nothing else.
@@ -140,7 +72,7 @@ def test_the_php_lobby_plays_whole_matches_over_http(php: str, tmp_path: Path) -
         # At least a view and an Apply a move, the bot's SuggestMove too: the calls flowed.
         assert summary["calls"] >= 2 * moves + MATCHES
         assert all(r["signedState"] is None for r in records)
-        _check_matches(served, records)
+        php_lobby.check_matches(served.target, records)
     finally:
         served.stop()
 
@@ -152,7 +84,7 @@ def test_the_php_lobby_sends_signed_states_back_as_they_came(php: str, tmp_path:
     served = harness.start([], env={"BASRA_SIGNING_KEYS": f"php:{key}"})
     try:
         with gateway(served.target) as url:
-            summary = _lobby(php, url, tmp_path / "records.json", "--seed", "php-signed")
+            summary = php_lobby.play(php, url, tmp_path / "records.json", "--seed", "php-signed")
         records = json.loads((tmp_path / "records.json").read_text())
         assert summary["finished"] == 1 and summary["refused"] == {"SEQ_MISMATCH": 1}
         signed = json_format.ParseDict(records[0]["signedState"], pb.SignedState())
@@ -161,7 +93,7 @@ def test_the_php_lobby_sends_signed_states_back_as_they_came(php: str, tmp_path:
             stub = rpc.RulesServiceStub(channel)  # type: ignore[no-untyped-call]
             view = stub.PlayerView(pb.PlayerViewRequest(signed_state=signed, seat=0), timeout=30)
         assert view.view.seq == len(records[0]["actions"]) and view.view.status == pb.STATUS_OVER
-        _check_matches(served, records)
+        php_lobby.check_matches(served.target, records)
     finally:
         served.stop()
 
@@ -241,7 +173,7 @@ def _call(php: str, url: str, request: dict[str, Any], *deadline: str) -> dict[s
         [php, str(CALL), url, "LegalMoves", json.dumps(request), str(SERVICE_CONFIG), *deadline],
         capture_output=True,
         text=True,
-        timeout=PHP_SECONDS,
+        timeout=php_lobby.PHP_SECONDS,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
