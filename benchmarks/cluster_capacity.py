@@ -17,7 +17,7 @@ Two ways to send the moves:
 
 The number of matches ramps up in steps; each step warms for one move interval, then
 measures for `--seconds`: every call's latency (send to answer, the client's view), its code,
-and the pod's CPU (the pod cgroup's cpuacct on the node). A step holds when the calls' p99 is
+and the pod's CPU (the pod cgroup's cpuacct on its node). A step holds when the calls' p99 is
 <= 20 ms and none failed. The figure: the most matches a step held, per CPU of the pod's limit
 and per CPU-second the pod used.
 
@@ -239,14 +239,16 @@ class Gateway:
 
 
 def _pod_cgroup(release: Release) -> tuple[Path, Path]:
-    """The release's one pod's cgroups (v1) on the node: its cpuacct and its cpu group."""
+    """The release's one pod's cgroups (v1), below its node's kubelet's cgroup root: its
+    cpuacct and its cpu group."""
     (pod,) = release.pods()
     uid = pod["metadata"]["uid"]
+    node = release.cluster.node(pod["spec"]["nodeName"])
     found = []
     for name in ("cpuacct.usage", "cpu.stat"):
         # the v1 hierarchies (the unified one's cpu.stat has no CFS periods)
         for root in (r for r in Path("/sys/fs/cgroup").iterdir() if r.name != "unified"):
-            below = root / f"basra-k8s-{release.cluster.slot}"
+            below = root / node.cgroup_root.lstrip("/")
             groups = [g for g in below.glob(f"**/pod{uid}") if (g / name).exists()]
             if groups:
                 found.append(groups[0])
@@ -351,6 +353,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--cpu", default="1", help="the pod's CPU request and limit")
     parser.add_argument("--stop-after-misses", type=int, default=2)
+    parser.add_argument(
+        "--nodes", type=int, default=kube.NODES, help="the cluster's nodes (the pod is on one)"
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
     values = [
@@ -371,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "steps": [],
         "summary": {},
     }
-    with kube.started(images.archives(images.TAGS)) as cluster:
+    with kube.started(images.archives(images.TAGS), nodes=args.nodes) as cluster:
         release = install(cluster, "basra-rules", namespace="capacity", values=values)
         release.wait_ready(1)
         for mode in args.modes.split(","):

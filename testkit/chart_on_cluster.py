@@ -3,7 +3,7 @@
 A release is installed as users install it, `helm install --wait` with the chart's own values
 and only the image's reference and pull policy set, plus whatever a test names. What the pods
 did is read where it lands: the Kubernetes API for objects and events, the pods' metrics
-emptyDir on the node for each worker's own counters (each worker writes its own file there,
+emptyDir on the pod's node for each worker's own counters (each worker writes its own file there,
 which /metrics sums), and the kubelet's pod logs.
 """
 
@@ -113,10 +113,11 @@ class Release:
         return list(found["items"])
 
     def metrics_dir(self, pod: Mapping[str, Any]) -> Path:
-        """The pod's prometheus-client multiprocess directory, an emptyDir on the node."""
+        """The pod's prometheus-client multiprocess directory, an emptyDir on the node the pod
+        is bound to."""
         uid = str(pod["metadata"]["uid"])
         return (
-            self.cluster.root
+            self.cluster.node(str(pod["spec"]["nodeName"])).files
             / "kubelet"
             / "root"
             / "pods"

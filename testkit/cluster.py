@@ -1,41 +1,52 @@
-"""A single-node Kubernetes of the test's own: started, used and always removed, the host left
-as it was.
+"""A Kubernetes of the test's own, of NODES nodes on this one machine: started, used and always
+removed, the host left as it was.
 
 The components are the pinned build of .ci/cluster-tools (Kubernetes from the Go module proxy,
 as one multi-call binary `kube`, and helm), with Debian's containerd, runc, CNI plugins and
 etcd. Everything a cluster makes is its own, so that two checkouts' suites can run one each on
 the same machine:
 
-- a network namespace (the node): every component runs in it, so the apiserver, etcd and the
-  kubelet listen on the node's own loopback and kube-proxy's iptables chains are the node's
-  alone; a veth link joins it to the host, and the host routes only the cluster's two ranges
-  over it;
+- a network namespace per node: each node's containerd, kubelet and kube-proxy run in it, so
+  that the kubelet listens on the node's own address and kube-proxy's iptables chains are the
+  node's alone; the control plane (etcd, the apiserver, the controller-manager and the
+  scheduler) runs in node 0's, the apiserver on node 0's address;
+- the nodes' links (each node's eth0) joined on one bridge in a namespace of its own (the
+  switch), with the host on it too, so that nothing of the cluster passes the host's own
+  bridge or forwarding rules; each node routes the other nodes' pod ranges to them, and the
+  host routes each node's pod range to it and the Service range to node 0;
 - addresses from the range reserved for testing (198.18.0.0/15), a slot of them per cluster,
-  taken by an exclusive lock; pods get a route to the Service range and none off the machine;
-- a containerd with its own socket, root and state, a kubelet with its own root directory,
-  pod-log directory and cgroup root, all below one state directory per slot;
-- a mount namespace of the node's own, for containerd and the kubelet (and so every container
-  and volume mount): the kubelet sets kernel settings it wants (vm.overcommit_memory,
-  kernel.panic, kernel.panic_on_oops, ...: `protectKernelDefaults` off), and there each of
-  those /proc/sys files is a file of the cluster's bound over the host's, so that its writes
-  land in the cluster's files and the host's kernel is left as it was (no other component
-  writes a setting outside the node's network namespace: tests/cluster/test_cluster_host.py
-  compares all of /proc/sys before, during and after a cluster);
-- the node's allocatable CPU, NODE_CPUS whatever the machine's count (the rest reserved for
-  the system), so that a test of room on the node means the same on any machine.
+  taken by an exclusive lock: a /26 of pods per node, a /24 of Services; pods get routes to
+  the pods of every node and to the Services, and none off the machine;
+- per node, a containerd with its own socket, root and state, a kubelet with its own root
+  directory, pod-log directory and cgroup root, and the node's zone label
+  (topology.kubernetes.io/zone=zone-I), all below one state directory per slot;
+- per node, a mount namespace of the node's own, for containerd and the kubelet (and so every
+  container and volume mount): the kubelet sets kernel settings it wants
+  (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...: `protectKernelDefaults`
+  off), and there each of those /proc/sys files is a file of the cluster's bound over the
+  host's, so that its writes land in the cluster's files and the host's kernel is left as it
+  was (no other component writes a setting outside the nodes' network namespaces:
+  tests/cluster/test_cluster_host.py compares all of /proc/sys before, during and after a
+  cluster);
+- CoreDNS in node 0, answering for cluster.local from the API (the kubernetes plugin), so that
+  a client on the host can resolve a headless Service's name to its ready pods as in a cluster;
+- each node's allocatable CPU, NODE_CPUS whatever the machine's count (the rest reserved for
+  the system), so that a test of room on the nodes means the same on any machine.
 
-Teardown runs even when a test fails: workloads deleted while the kubelet can still stop them,
-then the processes by PID, then any process left in the node's network namespace or the
-kubelet's cgroups, the sandboxes' network namespaces, mounts, cgroups, the link and the node's
-namespace (and with it its iptables chains and forwarding switch). A run that was killed
-before its teardown leaves its slot's lock free and its components running; the next cluster
-on that slot kills them (found by their network namespace and cgroups, not by name) and
-removes what they left before anything else.
+Teardown runs even when a test fails: workloads deleted while the kubelets can still stop
+them, then the processes by PID, then any process left in the slot's network namespaces or
+the kubelets' cgroups, the sandboxes' network namespaces, mounts, cgroups, the host's link and
+the namespaces (and with them their links, iptables chains and forwarding switches). A run
+that was killed before its teardown leaves its slot's lock free and its components running;
+the next cluster on that slot kills them (found by their network namespaces and cgroups, not
+by name, for as many nodes as a slot can hold) and removes what they left before anything
+else.
 """
 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import datetime
 import fcntl
@@ -47,7 +58,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -65,11 +77,16 @@ KUBE = TOOLS / "kube"
 HELM = TOOLS / "helm"
 PAUSE = TOOLS / "pause"
 METRICS_SERVER = TOOLS / "metrics-server"
+COREDNS = TOOLS / "coredns"
 CNI_BIN = Path("/usr/lib/cni")
 LOCKS = Path("/run/basra-cluster")
 SLOTS = 16
-NODE = "basra-node"
-# The component that holds the node's mount namespace.
+# The nodes of a cluster, and the most a slot's addresses hold (a /26 of pods each).
+NODES = 3
+MAX_NODES = 4
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# The components each node runs, named COMPONENT-INDEX (Node.component); the control
+# plane's are named alone.
 MOUNTS = "node-mounts"
 PAUSE_IMAGE = "basra.test/pause:1"
 START_SECONDS = 90.0
@@ -87,9 +104,9 @@ DEBIAN_TOOLS = (
     "iptables",
 )
 # The cgroup v1 hierarchies the kubelet (cgroupfs driver) and runc need: _make_cgroup_root
-# makes the kubelet's root in each hierarchy, which is cgroup v1's layout.
+# makes each kubelet's root in each hierarchy, which is cgroup v1's layout.
 CGROUP_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
-# The node's allocatable CPU: the kubelet reserves the rest of the machine's for the system.
+# Each node's allocatable CPU: its kubelet reserves the rest of the machine's for the system.
 NODE_CPUS = 2
 # What the kubelet sets when protectKernelDefaults is off (its setupKernelTunables), each
 # bound over from a file of the cluster's in the node's mount namespace.
@@ -120,7 +137,10 @@ def unavailable() -> str | None:
     missing = [tool for tool in DEBIAN_TOOLS if shutil.which(tool) is None]
     if missing:
         return f"{', '.join(missing)} not installed (.ci/cluster-tools installs them as root)"
-    for path in (KUBE, HELM, PAUSE, METRICS_SERVER, CNI_BIN / "bridge", CNI_BIN / "host-local"):
+    for path in (
+        *(KUBE, HELM, PAUSE, METRICS_SERVER, COREDNS),
+        *(CNI_BIN / "bridge", CNI_BIN / "host-local"),
+    ):
         if not path.exists():
             return f"{path} is missing (.ci/cluster-tools makes it)"
     absent = sorted(set(CGROUP_CONTROLLERS) - _cgroup_v1_controllers())
@@ -164,33 +184,100 @@ class Addresses:
 
     @property
     def link(self) -> ipaddress.IPv4Network:
-        """The host-node link, a /30."""
-        return ipaddress.IPv4Network(f"198.19.{self.slot}.0/30")
+        """The switch's network: the host and every node's eth0."""
+        return ipaddress.IPv4Network(f"198.19.{self.slot}.0/24")
 
     @property
     def host(self) -> str:
-        """The host's end of the link."""
+        """The host's address on the switch."""
         return str(self.link.network_address + 1)
+
+    def node_address(self, index: int) -> str:
+        """Node `index`'s address on the switch: its InternalIP."""
+        return str(self.link.network_address + 10 + index)
 
     @property
     def node(self) -> str:
-        """The node's end of the link: the node's InternalIP."""
-        return str(self.link.network_address + 2)
+        """Node 0's address: the control plane's (the apiserver's, metrics-server's)."""
+        return self.node_address(0)
 
     @property
     def pods(self) -> ipaddress.IPv4Network:
-        """The pods' range, on the node's bridge."""
+        """The pods' range, every node's."""
         return ipaddress.IPv4Network(f"198.18.{2 * self.slot}.0/24")
+
+    def node_pods(self, index: int) -> ipaddress.IPv4Network:
+        """Node `index`'s pods, a /26 of `pods` on its bridge."""
+        return list(self.pods.subnets(new_prefix=26))[index]
 
     @property
     def services(self) -> ipaddress.IPv4Network:
         """The Services' ClusterIP range."""
         return ipaddress.IPv4Network(f"198.18.{2 * self.slot + 1}.0/24")
 
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a slot's cluster: its names, addresses and places."""
+
+    slot: int
+    index: int
+    root: Path
+    """The cluster's state directory."""
+
+    @property
+    def name(self) -> str:
+        """The Node object's name (the kubelet's hostname)."""
+        return f"basra-node-{self.index}"
+
+    @property
+    def zone(self) -> str:
+        """The node's topology.kubernetes.io/zone."""
+        return f"zone-{self.index}"
+
+    @property
+    def netns(self) -> str:
+        """The node's network namespace."""
+        return f"basra-k8s-{self.slot}-n{self.index}"
+
+    @property
+    def address(self) -> str:
+        """The node's address on the switch (its eth0)."""
+        return Addresses(self.slot).node_address(self.index)
+
+    @property
+    def pods(self) -> ipaddress.IPv4Network:
+        """The node's pod range."""
+        return Addresses(self.slot).node_pods(self.index)
+
     @property
     def gateway(self) -> str:
-        """The node's address on the pods' bridge."""
+        """The node's address on its pods' bridge."""
         return str(self.pods.network_address + 1)
+
+    @property
+    def link(self) -> str:
+        """The switch's end of the node's link (in the switch's namespace)."""
+        return f"n{self.index}"
+
+    @property
+    def files(self) -> Path:
+        """The node's state directory: containerd, kubelet, CNI, kernel settings."""
+        return self.root / f"node-{self.index}"
+
+    @property
+    def containerd_socket(self) -> Path:
+        """The node's containerd."""
+        return self.files / "containerd" / "containerd.sock"
+
+    @property
+    def cgroup_root(self) -> str:
+        """The node's kubelet's cgroup root, in every hierarchy."""
+        return f"/basra-k8s-{self.slot}-n{self.index}"
+
+    def component(self, name: str) -> str:
+        """A component of this node, as Cluster.processes names it."""
+        return f"{name}-{self.index}"
 
 
 @dataclass
@@ -199,11 +286,12 @@ class Cluster:
 
     slot: int
     root: Path
+    node_count: int = NODES
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: list[IO[bytes]] = field(default_factory=list)
-    commands: dict[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
-    """Each component's command line and whether it entered the node's mount namespace, so
-    that `restart_component` starts it again as it was."""
+    commands: dict[str, tuple[tuple[str, ...], int, bool]] = field(default_factory=dict)
+    """Each component's command line, the node it runs in and whether it entered the node's
+    mount namespace, so that `restart_component` starts it again as it was."""
 
     @property
     def addresses(self) -> Addresses:
@@ -211,31 +299,48 @@ class Cluster:
         return Addresses(self.slot)
 
     @property
+    def nodes(self) -> list[Node]:
+        """The cluster's nodes, node 0 (the control plane's) first."""
+        return [Node(self.slot, index, self.root) for index in range(self.node_count)]
+
+    def node(self, name: str) -> Node:
+        """The node of that name (a pod's spec.nodeName)."""
+        (found,) = [n for n in self.nodes if n.name == name]
+        return found
+
+    @property
     def netns(self) -> str:
-        """The node's network namespace."""
-        return f"basra-k8s-{self.slot}"
+        """Node 0's network namespace, where the control plane runs."""
+        return self.nodes[0].netns
+
+    @property
+    def switch_netns(self) -> str:
+        """The switch's network namespace: the bridge joining the nodes and the host."""
+        return f"basra-k8s-{self.slot}-sw"
 
     @property
     def host_link(self) -> str:
-        """The host's end of the veth link."""
+        """The host's end of its link to the switch."""
         return f"bk8s{self.slot}"
+
+    @property
+    def dns(self) -> str:
+        """The cluster's DNS (CoreDNS, names of cluster.local), host:port on node 0's address,
+        for a `dns://HOST:PORT/NAME` target."""
+        return f"{self.addresses.node}:53"
 
     @property
     def kubeconfig(self) -> Path:
         """The administrator's kubeconfig (system:masters)."""
         return self.root / "pki" / "admin.kubeconfig"
 
-    @property
-    def containerd_socket(self) -> Path:
-        """The cluster's containerd."""
-        return self.root / "containerd" / "containerd.sock"
-
-    def in_node(self, *command: str, mounts: bool = False) -> list[str]:
-        """`command` run in the node's network namespace, and (`mounts`) in the node's mount
+    def in_node(self, *command: str, node: int = 0, mounts: bool = False) -> list[str]:
+        """`command` run in node `node`'s network namespace, and (`mounts`) in its mount
         namespace (containerd's and the kubelet's: see `_node_mounts`)."""
-        entered = [f"--net=/run/netns/{self.netns}"]
+        entered = [f"--net=/run/netns/{self.nodes[node].netns}"]
         if mounts:
-            entered.append(f"--mount=/proc/{self.processes[MOUNTS].pid}/ns/mnt")
+            holder = self.processes[self.nodes[node].component(MOUNTS)].pid
+            entered.append(f"--mount=/proc/{holder}/ns/mnt")
         return ["nsenter", *entered, "--", *command]
 
     def env(self) -> dict[str, str]:
@@ -246,17 +351,22 @@ class Cluster:
             "HELM_CACHE_HOME": str(self.root / "helm" / "cache"),
             "HELM_CONFIG_HOME": str(self.root / "helm" / "config"),
             "HELM_DATA_HOME": str(self.root / "helm" / "data"),
-            # kubectl caches discovery by server address, the same 127.0.0.1:6443 in every
-            # cluster's node: each cluster keeps its own.
+            # kubectl caches discovery by server address: each cluster keeps its own.
             "KUBECACHEDIR": str(self.root / "kube-cache"),
         }
 
     def run(
-        self, *command: str, timeout: float = 120.0, check: bool = True, stdin: str | None = None
+        self,
+        *command: str,
+        node: int = 0,
+        timeout: float = 120.0,
+        check: bool = True,
+        stdin: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command in the node's network namespace; its output as text."""
+        """Run a command in a node's network namespace (node 0's by default); its output as
+        text."""
         return commands.run(
-            self.in_node(*command),
+            self.in_node(*command, node=node),
             name=" ".join(command),
             env=self.env(),
             stdin=stdin,
@@ -276,42 +386,47 @@ class Cluster:
         """`kubectl get ... -o json`, parsed."""
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
-    def ctr(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-        """containerd's ctr in the kubelet's namespace of this cluster's containerd."""
+    def ctr(
+        self, *args: str, node: int = 0, timeout: float = 300.0
+    ) -> subprocess.CompletedProcess[str]:
+        """containerd's ctr in the kubelet's namespace of a node's containerd."""
         return self.run(
             "ctr",
             "--address",
-            str(self.containerd_socket),
+            str(self.nodes[node].containerd_socket),
             "-n",
             "k8s.io",
             *args,
+            node=node,
             timeout=timeout,
         )
 
-    def import_image(self, archive: Path) -> None:
-        """Import an image archive (`docker save`) into the node's containerd."""
-        self.ctr("images", "import", "--no-unpack", str(archive))
+    def import_image(self, archive: Path, node: int = 0) -> None:
+        """Import an image archive (`docker save`) into a node's containerd."""
+        self.ctr("images", "import", "--no-unpack", str(archive), node=node)
 
     def log(self, name: str, tail: int = 3000) -> str:
         """What one component printed so far (for failure messages)."""
         path = self.root / "logs" / f"{name}.log"
         return path.read_text(errors="replace")[-tail:] if path.exists() else ""
 
-    def start(self, name: str, *command: str, mounts: bool = False) -> None:
-        """Start one component in the node (and its mount namespace: `mounts`), its output to
-        logs/NAME.log."""
+    def start(self, name: str, *command: str, node: int = 0, mounts: bool = False) -> None:
+        """Start one component in a node (node 0 by default; and its mount namespace:
+        `mounts`), its output to logs/NAME.log."""
         log = (self.root / "logs" / f"{name}.log").open("ab")
         self.logs.append(log)
-        self.commands[name] = (command, mounts)
+        self.commands[name] = (command, node, mounts)
         self.processes[name] = subprocess.Popen(
-            self.in_node(*command, mounts=mounts),
+            self.in_node(*command, node=node, mounts=mounts),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
 
-    def wait(self, what: str, ready: Any, seconds: float, logs: Sequence[str] = ()) -> None:
+    def wait(
+        self, what: str, ready: Callable[[], Any], seconds: float, logs: Sequence[str] = ()
+    ) -> None:
         """Poll `ready()` until it is true, for at most `seconds`; fail naming `what`."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -349,9 +464,18 @@ class Cluster:
     def restart_component(self, name: str, sent: signal.Signals = signal.SIGTERM) -> None:
         """Stop one component (`stop_component`, with `sent`) and start it again with the
         same command line, in the same namespaces, its output appended to the same log."""
-        command, mounts = self.commands[name]
+        command, node, mounts = self.commands[name]
         self.stop_component(name, sent=sent)
-        self.start(name, *command, mounts=mounts)
+        self.start(name, *command, node=node, mounts=mounts)
+
+    def nodes_running(self, selector: str) -> dict[str, list[str]]:
+        """The names of the pods matching `selector` (all namespaces, not being deleted),
+        by the node they are bound to."""
+        found: dict[str, list[str]] = {}
+        for pod in self.get("pods", "--all-namespaces", "-l", selector)["items"]:
+            if not pod["metadata"].get("deletionTimestamp") and pod["spec"].get("nodeName"):
+                found.setdefault(pod["spec"]["nodeName"], []).append(pod["metadata"]["name"])
+        return found
 
 
 # ---- certificates ---------------------------------------------------------------------------
@@ -512,10 +636,11 @@ def _make_pki(cluster: Cluster) -> None:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ),
     )
-    _kubeconfig(pki, "admin", "https://127.0.0.1:6443")
+    # Every node's components reach the apiserver on node 0's address.
+    _kubeconfig(pki, "admin", f"https://{address.node}:6443")
 
 
-# ---- the node: namespace, link, addresses ---------------------------------------------------
+# ---- the nodes: namespaces, the switch, addresses, routes -----------------------------------
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -525,29 +650,50 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _make_node(cluster: Cluster) -> None:
-    """The node's namespace, its link to the host, routes, forwarding and masquerade."""
+def _make_network(cluster: Cluster) -> None:
+    """The switch (a bridge in a namespace of its own), the host's link to it, each node's
+    namespace with its eth0 on the switch, and the routes between them."""
     address = cluster.addresses
-    ns = cluster.netns
-    _ip("netns", "add", ns)
-    _ip("link", "add", cluster.host_link, "type", "veth", "peer", "name", f"{cluster.host_link}n")
-    _ip("link", "set", f"{cluster.host_link}n", "netns", ns)
-    _ip("-n", ns, "link", "set", f"{cluster.host_link}n", "name", "eth0")
-    _ip("addr", "add", f"{address.host}/30", "dev", cluster.host_link)
+    switch = cluster.switch_netns
+    _ip("netns", "add", switch)
+    _ip("-n", switch, "link", "add", "br0", "type", "bridge")
+    _ip("-n", switch, "link", "set", "br0", "up")
+    _ip("link", "add", cluster.host_link, "type", "veth", "peer", "name", "host", "netns", switch)
+    _ip("-n", switch, "link", "set", "host", "master", "br0", "up")
+    _ip("addr", "add", f"{address.host}/{address.link.prefixlen}", "dev", cluster.host_link)
     _ip("link", "set", cluster.host_link, "up")
-    _ip("-n", ns, "addr", "add", f"{address.node}/30", "dev", "eth0")
+    for node in cluster.nodes:
+        _make_node(cluster, node)
+    # The host reaches each node's pods through that node and the Services through node 0,
+    # and nothing else of the cluster's ranges.
+    for node in cluster.nodes:
+        _ip("route", "add", str(node.pods), "via", node.address, "dev", cluster.host_link)
+    _ip("route", "add", str(address.services), "via", address.node, "dev", cluster.host_link)
+
+
+def _make_node(cluster: Cluster, node: Node) -> None:
+    """One node's namespace, its eth0 on the switch, its routes to the other nodes' pods, its
+    forwarding and masquerade."""
+    address = cluster.addresses
+    ns = node.netns
+    switch = cluster.switch_netns
+    _ip("netns", "add", ns)
+    _ip("-n", switch, "link", "add", node.link, "type", "veth", "peer", "name", "eth0", "netns", ns)
+    _ip("-n", switch, "link", "set", node.link, "master", "br0", "up")
+    _ip("-n", ns, "addr", "add", f"{node.address}/{address.link.prefixlen}", "dev", "eth0")
     _ip("-n", ns, "link", "set", "lo", "up")
     _ip("-n", ns, "link", "set", "eth0", "up")
-    # The host reaches the cluster's two ranges through the node, and nothing else.
-    for network in (address.pods, address.services):
-        _ip("route", "add", str(network), "via", address.node, "dev", cluster.host_link)
-    node = cluster.in_node
+    for other in cluster.nodes:
+        if other.index != node.index:
+            _ip("-n", ns, "route", "add", str(other.pods), "via", other.address, "dev", "eth0")
+    run = cluster.in_node
     for setting in ("net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"):
-        subprocess.run(node("sysctl", "-qw", setting), check=True, timeout=30)
-    # Calls from the host to a pod's own address leave with the node's bridge address, which
-    # the pod reaches without a route of its own to the host.
+        subprocess.run(run("sysctl", "-qw", setting, node=node.index), check=True, timeout=30)
+    # Calls from the host or another node (kube-proxy's masquerade leaves with the node's
+    # eth0 address) to a pod's own address leave with the node's bridge address, which the
+    # pod reaches without a route of its own to the switch's network.
     subprocess.run(
-        node(
+        run(
             "iptables",
             "-t",
             "nat",
@@ -556,9 +702,10 @@ def _make_node(cluster: Cluster) -> None:
             "-s",
             str(address.link),
             "-d",
-            str(address.pods),
+            str(node.pods),
             "-j",
             "MASQUERADE",
+            node=node.index,
         ),
         check=True,
         timeout=30,
@@ -574,25 +721,28 @@ def _write_json(path: Path, value: object) -> Path:
     return path
 
 
-def _node_mounts(cluster: Cluster) -> None:
+def _node_mounts(cluster: Cluster, node: Node) -> None:
     """The node's mount namespace, held by a process that only sleeps: a private copy of the
-    host's mounts, where each of KUBELET_SYSCTLS is a file of the cluster's (holding the host's
-    value) bound over the /proc/sys file. containerd and the kubelet enter it, so that the
-    kubelet's volume mounts are seen by containerd and its containers, and its writes to
-    those settings change the cluster's files, not the host's kernel. Nothing made there
+    host's mounts, where each of KUBELET_SYSCTLS is a file of the node's (holding the host's
+    value) bound over the /proc/sys file. The node's containerd and kubelet enter it, so that
+    the kubelet's volume mounts are seen by containerd and its containers, and its writes to
+    those settings change the node's files, not the host's kernel. Nothing made there
     propagates to the host, and it goes with its last process."""
-    files = cluster.root / "sysctl"
-    files.mkdir()
+    files = node.files / "sysctl"
+    files.mkdir(parents=True)
     binds = []
     for name in KUBELET_SYSCTLS:
         kept = files / name
         kept.write_text(_sysctl_path(name).read_text())
         binds.append(f"mount --bind {shlex.quote(str(kept))} {_sysctl_path(name)}")
     script = "\n".join([*binds, "exec sleep infinity"])
+    name = node.component(MOUNTS)
     cluster.start(
-        MOUNTS, "unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script
+        name,
+        *("unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script),
+        node=node.index,
     )
-    holder = cluster.processes[MOUNTS].pid
+    holder = cluster.processes[name].pid
     host = os.stat("/proc/self/ns/mnt").st_ino
 
     def bound() -> bool:
@@ -601,20 +751,20 @@ def _node_mounts(cluster: Cluster) -> None:
         mounted = Path(f"/proc/{holder}/mounts").read_text()
         return all(f" {_sysctl_path(name)} " in mounted for name in KUBELET_SYSCTLS)
 
-    cluster.wait("the node's mount namespace", bound, 10, [MOUNTS])
+    cluster.wait(f"{node.name}'s mount namespace", bound, 10, [name])
 
 
-def _containerd(cluster: Cluster) -> None:
-    """A containerd of the cluster's own, with its CRI plugin set for this sandbox."""
-    root = cluster.root / "containerd"
-    root.mkdir()
-    cni = cluster.root / "cni"
+def _containerd(cluster: Cluster, node: Node) -> None:
+    """A containerd of the node's own, with its CRI plugin set for this sandbox."""
+    root = node.files / "containerd"
+    root.mkdir(parents=True)
+    cni = node.files / "cni"
     address = cluster.addresses
     _write_json(
         cni / "net.d" / "10-basra.conflist",
         {
             "cniVersion": "1.0.0",
-            "name": cluster.netns,
+            "name": node.netns,
             "plugins": [
                 {
                     "type": "bridge",
@@ -624,9 +774,10 @@ def _containerd(cluster: Cluster) -> None:
                     "ipam": {
                         "type": "host-local",
                         "dataDir": str(cni / "ipam"),
-                        "ranges": [[{"subnet": str(address.pods), "gateway": address.gateway}]],
-                        # A route to the Services and none off the machine.
-                        "routes": [{"dst": str(address.services)}],
+                        "ranges": [[{"subnet": str(node.pods), "gateway": node.gateway}]],
+                        # Routes to every node's pods and to the Services, none off the
+                        # machine.
+                        "routes": [{"dst": str(address.pods)}, {"dst": str(address.services)}],
                     },
                 },
                 {"type": "portmap", "capabilities": {"portMappings": True}},
@@ -637,7 +788,7 @@ def _containerd(cluster: Cluster) -> None:
 root = "{root / "root"}"
 state = "{root / "state"}"
 [grpc]
-  address = "{cluster.containerd_socket}"
+  address = "{node.containerd_socket}"
 [ttrpc]
   address = "{root / "containerd.sock.ttrpc"}"
 [debug]
@@ -666,23 +817,28 @@ state = "{root / "state"}"
   path = "{root / "opt"}"
 """
     (root / "config.toml").write_text(config)
-    cluster.start("containerd", "containerd", "--config", str(root / "config.toml"), mounts=True)
+    name = node.component("containerd")
+    cluster.start(
+        name, "containerd", "--config", str(root / "config.toml"), node=node.index, mounts=True
+    )
     cluster.wait(
-        "containerd",
+        f"{node.name}'s containerd",
         lambda: (
             cluster.run(
-                "ctr", "--address", str(cluster.containerd_socket), "version", timeout=10
+                *("ctr", "--address", str(node.containerd_socket), "version"),
+                node=node.index,
+                timeout=10,
             ).returncode
             == 0
         ),
         30,
-        ["containerd"],
+        [name],
     )
 
 
 def _control_plane(cluster: Cluster) -> None:
-    """etcd, then the apiserver, the controller-manager and the scheduler, on the node's
-    loopback."""
+    """etcd on node 0's loopback, then the apiserver on node 0's address, the
+    controller-manager and the scheduler."""
     pki = cluster.root / "pki"
     address = cluster.addresses
     cluster.start(
@@ -710,7 +866,7 @@ def _control_plane(cluster: Cluster) -> None:
         str(KUBE),
         "kube-apiserver",
         "--etcd-servers=http://127.0.0.1:2379",
-        "--bind-address=127.0.0.1",
+        f"--bind-address={address.node}",
         "--secure-port=6443",
         f"--advertise-address={address.node}",
         f"--service-cluster-ip-range={address.services}",
@@ -775,12 +931,8 @@ def _control_plane(cluster: Cluster) -> None:
     )
 
 
-def _cgroup_root(cluster: Cluster) -> str:
-    return f"/basra-k8s-{cluster.slot}"
-
-
 def _make_cgroup_root(relative: str) -> None:
-    """The kubelet's cgroup root in every hierarchy (cgroup v1), made before it starts: it
+    """A kubelet's cgroup root in every hierarchy (cgroup v1), made before it starts: it
     checks the root exists; cpuset's needs its parent's CPUs and memory nodes to take tasks."""
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
         if hierarchy.is_dir() and not hierarchy.is_symlink() and hierarchy.name != "unified":
@@ -792,23 +944,24 @@ def _make_cgroup_root(relative: str) -> None:
 
 
 def _reserved_millicores() -> int:
-    """The machine's CPU beyond the node's NODE_CPUS, reserved for the system."""
+    """The machine's CPU beyond a node's NODE_CPUS, reserved for the system."""
     return max(0, (os.cpu_count() or NODE_CPUS) - NODE_CPUS) * 1000
 
 
-def _kubelet(cluster: Cluster) -> None:
-    """The kubelet, against the cluster's containerd, in a cgroup root of its own."""
-    _make_cgroup_root(_cgroup_root(cluster))
-    root = cluster.root / "kubelet"
+def _kubelet(cluster: Cluster, node: Node) -> None:
+    """The node's kubelet, against its containerd, in a cgroup root of its own, with the
+    node's zone label."""
+    _make_cgroup_root(node.cgroup_root)
+    root = node.files / "kubelet"
     (root / "pod-logs").mkdir(parents=True)
-    resolv = cluster.root / "resolv.conf"
+    resolv = node.files / "resolv.conf"
     resolv.write_text("# no cluster DNS: the tests use ClusterIPs\n")
     config = _write_json(
         root / "config.json",
         {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": cluster.addresses.node,
+            "address": node.address,
             "port": 10250,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
@@ -820,8 +973,8 @@ def _kubelet(cluster: Cluster) -> None:
             },
             "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",
-            "cgroupRoot": _cgroup_root(cluster),
-            "containerRuntimeEndpoint": f"unix://{cluster.containerd_socket}",
+            "cgroupRoot": node.cgroup_root,
+            "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
             "podLogsDir": str(root / "pod-logs"),
             "resolvConf": str(resolv),
             "failSwapOn": False,
@@ -840,39 +993,41 @@ def _kubelet(cluster: Cluster) -> None:
             "volumeStatsAggPeriod": "10s",
             "shutdownGracePeriod": "0s",
             # The default, said: the kubelet writes the kernel settings it wants, into the
-            # cluster's files bound over them in the node's mount namespace (_node_mounts).
+            # node's files bound over them in the node's mount namespace (_node_mounts).
             "protectKernelDefaults": False,
             # The node offers NODE_CPUS to pods whatever the machine has.
             "systemReserved": {"cpu": f"{_reserved_millicores()}m"},
         },
     )
     cluster.start(
-        "kubelet",
+        node.component("kubelet"),
         str(KUBE),
         "kubelet",
         f"--config={config}",
         f"--kubeconfig={cluster.kubeconfig}",
         f"--root-dir={root / 'root'}",
         f"--cert-dir={root / 'pki'}",
-        f"--node-ip={cluster.addresses.node}",
-        f"--hostname-override={NODE}",
+        f"--node-ip={node.address}",
+        f"--hostname-override={node.name}",
+        f"--node-labels={ZONE_LABEL}={node.zone}",
         "--v=1",
+        node=node.index,
         mounts=True,
     )
 
 
-def _kube_proxy(cluster: Cluster) -> None:
-    """kube-proxy in iptables mode, on the node's own netfilter tables."""
+def _kube_proxy(cluster: Cluster, node: Node) -> None:
+    """The node's kube-proxy in iptables mode, on the node's own netfilter tables."""
     config = _write_json(
-        cluster.root / "kube-proxy" / "config.json",
+        node.files / "kube-proxy" / "config.json",
         {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(cluster.kubeconfig)},
             "mode": "iptables",
             "clusterCIDR": str(cluster.addresses.pods),
-            "hostnameOverride": NODE,
-            "bindAddress": cluster.addresses.node,
+            "hostnameOverride": node.name,
+            "bindAddress": node.address,
             "metricsBindAddress": "127.0.0.1:10249",
             "healthzBindAddress": "127.0.0.1:10256",
             # Calls from pods to a Service backed by a pod on the same bridge come back
@@ -888,12 +1043,17 @@ def _kube_proxy(cluster: Cluster) -> None:
             },
         },
     )
-    cluster.start("kube-proxy", str(KUBE), "kube-proxy", f"--config={config}", "--v=1")
+    cluster.start(
+        node.component("kube-proxy"),
+        *(str(KUBE), "kube-proxy", f"--config={config}", "--v=1"),
+        node=node.index,
+    )
 
 
 def _metrics_server(cluster: Cluster) -> None:
-    """metrics-server in the node, registered as the metrics.k8s.io API (the autoscaler's
-    source of pod CPU), behind a Service whose one endpoint is the node's address."""
+    """metrics-server in node 0, registered as the metrics.k8s.io API (the autoscaler's
+    source of pod CPU), behind a Service whose one endpoint is node 0's address; it reads
+    every node's kubelet."""
     pki = cluster.root / "pki"
     kubeconfig = str(cluster.kubeconfig)
     port = 4443
@@ -953,9 +1113,50 @@ def _metrics_server(cluster: Cluster) -> None:
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(objects))
 
 
-def _node_ready(cluster: Cluster) -> bool:
-    node = cluster.get("node", NODE)
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+def _coredns(cluster: Cluster) -> None:
+    """CoreDNS in node 0 on its address, answering for cluster.local from the API (its
+    kubernetes plugin: a headless Service's name resolves to its ready pods' addresses), so
+    that a client of the host can use a headless Service as in a cluster. Pods keep the
+    node's resolv.conf (no cluster DNS for them: nothing in them looks a name up)."""
+    corefile = cluster.root / "coredns" / "Corefile"
+    corefile.parent.mkdir()
+    corefile.write_text(
+        f""".:53 {{
+    bind {cluster.addresses.node}
+    errors
+    ready {cluster.addresses.node}:8181
+    kubernetes cluster.local {{
+        kubeconfig {cluster.kubeconfig}
+    }}
+}}
+"""
+    )
+    cluster.start("coredns", str(COREDNS), "-conf", str(corefile))
+
+
+def _dns_ready(cluster: Cluster) -> bool:
+    """Whether CoreDNS's kubernetes plugin has synced with the API (its `ready` endpoint)."""
+    url = f"http://{cluster.addresses.node}:8181/ready"
+    # The node's address is reached directly, whatever proxy the environment names.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=5) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def nodes_ready(cluster: Cluster) -> bool:
+    """Whether every node of the cluster is registered and Ready."""
+    found = {n["metadata"]["name"]: n for n in cluster.get("nodes")["items"]}
+    return all(
+        node.name in found
+        and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in found[node.name]["status"]["conditions"]
+        )
+        for node in cluster.nodes
+    )
 
 
 def _default_account(cluster: Cluster) -> bool:
@@ -986,31 +1187,46 @@ def _take_slot(wanted: int | None = None, seconds: float = 60.0) -> tuple[int, I
 
 
 @contextlib.contextmanager
-def started(images: Sequence[Path] = (), slot: int | None = None) -> Iterator[Cluster]:
-    """Start a cluster (on `slot` once free, or the first free one), import the image
-    archives, wait for the node; remove it all after."""
+def started(
+    images: Sequence[Path] = (), slot: int | None = None, nodes: int = NODES
+) -> Iterator[Cluster]:
+    """Start a cluster of `nodes` nodes (on `slot` once free, or the first free one), import
+    the image archives into every node, wait for the nodes; remove it all after."""
+    if not 1 <= nodes <= MAX_NODES:
+        raise ValueError(f"a cluster has 1 to {MAX_NODES} nodes, not {nodes}")
     slot, lock = _take_slot(slot)
-    cluster = Cluster(slot, Path(f"/var/tmp/basra-k8s-{slot}"))
+    cluster = Cluster(slot, Path(f"/var/tmp/basra-k8s-{slot}"), nodes)
     try:
         _remove(cluster)  # what a killed run left on this slot
         (cluster.root / "logs").mkdir(parents=True)
         began = time.monotonic()
         _make_pki(cluster)
-        _make_node(cluster)
-        _node_mounts(cluster)
-        _containerd(cluster)
-        for archive in images:
-            cluster.import_image(archive)
+        _make_network(cluster)
+        for node in cluster.nodes:
+            _node_mounts(cluster, node)
+            _containerd(cluster, node)
+        # Each node's containerd imports the images at once (the unpacking is each node's).
+
+        def load(node: int) -> None:
+            for archive in images:
+                cluster.import_image(archive, node)
+
+        with concurrent.futures.ThreadPoolExecutor(len(cluster.nodes)) as imports:
+            for future in [imports.submit(load, node.index) for node in cluster.nodes]:
+                future.result()
         _control_plane(cluster)
-        _kubelet(cluster)
-        _kube_proxy(cluster)
+        for node in cluster.nodes:
+            _kubelet(cluster, node)
+            _kube_proxy(cluster, node)
         _metrics_server(cluster)
+        _coredns(cluster)
         cluster.wait(
-            "the node Ready",
-            lambda: _node_ready(cluster),
+            "every node Ready",
+            lambda: nodes_ready(cluster),
             START_SECONDS,
-            ["kubelet", "kube-apiserver"],
+            [*(n.component("kubelet") for n in cluster.nodes), "kube-apiserver"],
         )
+        cluster.wait("CoreDNS ready", lambda: _dns_ready(cluster), START_SECONDS, ["coredns"])
         # Pods need the namespace's default ServiceAccount, made by the controller-manager.
         cluster.wait(
             "the default ServiceAccount",
@@ -1018,7 +1234,7 @@ def started(images: Sequence[Path] = (), slot: int | None = None) -> Iterator[Cl
             START_SECONDS,
             ["kube-controller-manager"],
         )
-        print(f"cluster slot {slot} up in {time.monotonic() - began:.1f} s")
+        print(f"cluster slot {slot} up in {time.monotonic() - began:.1f} s ({nodes} nodes)")
         yield cluster
     finally:
         try:
@@ -1029,9 +1245,10 @@ def started(images: Sequence[Path] = (), slot: int | None = None) -> Iterator[Cl
 
 
 def _stop(cluster: Cluster) -> None:
-    """Delete the workloads while the kubelet can still stop their sandboxes, then stop the
+    """Delete the workloads while the kubelets can still stop their sandboxes, then stop the
     components, newest first, each by its PID."""
-    if "kubelet" in cluster.processes and cluster.processes["kubelet"].poll() is None:
+    kubelets = [cluster.processes.get(n.component("kubelet")) for n in cluster.nodes]
+    if any(k is not None and k.poll() is None for k in kubelets):
         with contextlib.suppress(subprocess.SubprocessError):
             # Controllers first, so that nothing makes the pods again.
             cluster.kubectl(
@@ -1068,6 +1285,11 @@ def _stop(cluster: Cluster) -> None:
         log.close()
 
 
+def _every_node(cluster: Cluster) -> list[Node]:
+    """Every node the slot can hold, whatever a killed run had started."""
+    return [Node(cluster.slot, index, cluster.root) for index in range(MAX_NODES)]
+
+
 def _pids_in_cgroups(relative: str) -> set[int]:
     """The processes in the cgroups below `relative`, in every hierarchy."""
     found: set[int] = set()
@@ -1095,9 +1317,11 @@ def _pids_in_netns(netns: str) -> set[int]:
 
 
 def leftovers(cluster: Cluster) -> set[int]:
-    """The slot's processes still running: every component and shim (all in the node's
-    network namespace) and every container (in the kubelet's cgroups), zombies aside."""
-    found = _pids_in_netns(cluster.netns) | _pids_in_cgroups(_cgroup_root(cluster))
+    """The slot's processes still running: every component and shim (all in the nodes'
+    network namespaces) and every container (in the kubelets' cgroups), zombies aside."""
+    found = _pids_in_netns(cluster.switch_netns)
+    for node in _every_node(cluster):
+        found |= _pids_in_netns(node.netns) | _pids_in_cgroups(node.cgroup_root)
     return {pid for pid in found - {os.getpid()} if _running(pid)}
 
 
@@ -1124,9 +1348,9 @@ def _kill_leftovers(cluster: Cluster, seconds: float = STOP_SECONDS) -> None:
 
 
 def _sandbox_namespaces(cluster: Cluster) -> list[str]:
-    """Network namespaces of the sandboxes this cluster's containerd made, from runc's state."""
+    """Network namespaces of the sandboxes the nodes' containerds made, from runc's state."""
     found = set()
-    for state in (cluster.root / "containerd").glob("**/config.json"):
+    for state in cluster.root.glob("node-*/containerd/**/config.json"):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             spec = json.loads(state.read_text())
             for namespace in spec["linux"]["namespaces"]:
@@ -1138,7 +1362,7 @@ def _sandbox_namespaces(cluster: Cluster) -> list[str]:
 
 def _remove(cluster: Cluster) -> None:
     """Remove whatever this slot holds: processes first (components, shims, containers), then
-    namespaces, mounts, cgroups, link, files."""
+    namespaces, mounts, cgroups, links, files."""
     _kill_leftovers(cluster)
     sandboxes = _sandbox_namespaces(cluster) if cluster.root.exists() else []
     for name in sandboxes:
@@ -1148,14 +1372,18 @@ def _remove(cluster: Cluster) -> None:
         (m for m in mounts if Path(m).is_relative_to(cluster.root)), key=len, reverse=True
     ):
         subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
-    _remove_cgroups(_cgroup_root(cluster))
+    for node in _every_node(cluster):
+        _remove_cgroups(node.cgroup_root)
+    # The host's link first (its routes go with it), then the namespaces with their links.
     _ip("link", "delete", cluster.host_link, check=False)
-    _ip("netns", "delete", cluster.netns, check=False)
+    for node in _every_node(cluster):
+        _ip("netns", "delete", node.netns, check=False)
+    _ip("netns", "delete", cluster.switch_netns, check=False)
     shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 def _remove_cgroups(relative: str) -> None:
-    """The kubelet's cgroups below `relative` in every hierarchy, deepest first."""
+    """A kubelet's cgroups below `relative` in every hierarchy, deepest first."""
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
         top = hierarchy / relative.lstrip("/")
         if not top.is_dir():

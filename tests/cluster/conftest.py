@@ -43,7 +43,8 @@ def archives() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def cluster(archives: list[Path]) -> Iterator[kube.Cluster]:
-    """A running single-node cluster with the project's images imported."""
+    """A running cluster of testkit.cluster.NODES nodes with the project's images imported
+    into each."""
     with kube.started(archives) as running:
         yield running
 
@@ -55,16 +56,16 @@ def release(cluster: kube.Cluster) -> Release:
     return install(cluster, "basra-rules", namespace="games")
 
 
-# The chart's defaults ask 1 CPU a pod, so their 2 pods fill the node's allocatable CPU
-# (testkit.cluster.NODE_CPUS, 2 on any machine) and a rollout's surge pod (or the autoscaler's
-# third) has no room: the smallest override that makes room.
+# Half the chart's 1 CPU a pod: a rollout's surge pod, a second release beside the first and
+# the autoscaler's maxReplicas all find room on the nodes' allocatable CPU
+# (testkit.cluster.NODE_CPUS each, 2 on any machine), with the release's pods spread.
 SMALL = ("--set", "resources.requests.cpu=500m")
 
 
 @pytest.fixture(scope="module")
 def small_release(cluster: kube.Cluster) -> Iterator[Release]:
-    """The chart with the smallest override that leaves room for a rollout, alone on the node
-    (every other release is uninstalled first); uninstalled after the module."""
+    """The chart asking half a CPU a pod, alone on the cluster (every other release is
+    uninstalled first); uninstalled after the module."""
     uninstall_all(cluster)
     # Named as the chart (in a namespace of its own), so that its objects carry the release's
     # name, which Release's helpers (get, target, ...) expect: "basra-small" would make them

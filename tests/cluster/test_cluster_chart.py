@@ -2,21 +2,22 @@
 grpcurl, logs and the disruption budget.
 
 The release is the session's (conftest.py): `helm install --wait` with the chart's own values.
-The modules of this folder run in name order on one cluster; those before test_cluster_rollouts
-use this default release, which fills the node's 2 allocatable CPUs (2 pods x 1 CPU
-requested; testkit.cluster.NODE_CPUS).
+The modules of this folder run in name order on one cluster of testkit.cluster.NODES nodes;
+those before test_cluster_rollouts use this default release: 2 pods x 1 CPU requested, on a
+cluster of NODE_CPUS (2) allocatable CPUs a node.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from testkit.chart_on_cluster import RULES_SERVICE, Release, ready
-from testkit.cluster import NODE
+from testkit.cluster import NODE_CPUS, PAUSE_IMAGE
 from testkit.deployment import REPO
 
 GRPCURL = REPO / ".venv" / "bin" / "grpcurl"
@@ -39,12 +40,13 @@ def test_helm_install_wait_returns_with_the_replicas_the_chart_promises(release:
 
 
 def test_every_pod_turns_ready_through_the_kubelets_grpc_probes(release: Release) -> None:
-    """All three probes are the kubelet's gRPC probes on the health port, and the kubelet's
-    own prober counted readiness successes for each pod."""
-    probes = release.cluster.kubectl(
-        "get", "--raw", f"/api/v1/nodes/{NODE}/proxy/metrics/probes"
-    ).stdout
+    """All three probes are the kubelet's gRPC probes on the health port, and the kubelet of
+    each pod's node counted readiness successes for it."""
     for pod in release.ready_pods():
+        node = pod["spec"]["nodeName"]
+        probes = release.cluster.kubectl(
+            "get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics/probes"
+        ).stdout
         (server,) = pod["spec"]["containers"]
         for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
             assert server[kind]["grpc"]["port"] == HEALTH_PORT, kind
@@ -176,32 +178,74 @@ def test_an_eviction_that_would_break_the_budget_is_refused(release: Release) ->
     release.wait_ready(2)
 
 
+def _filler(release: Release, cpus: int) -> dict[str, object]:
+    """A Deployment of pause containers asking 1 CPU each, `cpus` of them, in the release's
+    namespace: the rest of the cluster's CPU taken."""
+    labels = {"app": "filler"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "filler", "namespace": release.namespace},
+        "spec": {
+            "replicas": cpus,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "pause",
+                            "image": PAUSE_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "resources": {"requests": {"cpu": "1"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
 def test_a_rollout_without_room_fails_fast_and_clearly(release: Release) -> None:
-    """The defaults fill a 2-core node, so a rollout's surge pod cannot be placed: it stays
-    Pending for `Insufficient cpu`, and the rollout is marked failed at its progress deadline
-    (shortened here) instead of hanging; a rollback restores the release."""
+    """With every other CPU of the cluster taken (pause pods asking 1 CPU each beside the
+    defaults' 2 pods of 1 CPU), a rollout's surge pod cannot be placed: it stays Pending for
+    `Insufficient cpu`, and the rollout is marked failed at its progress deadline (shortened
+    here) instead of hanging; a rollback restores the release."""
+    cluster = release.cluster
     before = {p["metadata"]["name"] for p in release.ready_pods()}
-    release.upgrade(
-        "--set",
-        "podAnnotations.rolled=once",
-        "--set",
-        "rollout.progressDeadlineSeconds=15",
-        wait=False,
-    )
-    status = release.kubectl(
-        "rollout",
-        "status",
-        f"deployment/{release.name}",
-        "--timeout=90s",
-        check=False,
-        timeout=120,
-    )
-    assert status.returncode != 0
-    assert "exceeded its progress deadline" in status.stderr + status.stdout, status
-    pending = [p for p in release.pods() if p["metadata"]["name"] not in before]
-    assert len(pending) == 1 and not ready(pending[0])
-    reasons = " ".join(e["message"] for e in release.events(pending[0]["metadata"]["name"]))
-    assert "Insufficient cpu" in reasons, reasons
-    release.cluster.helm("rollback", release.name, "--namespace", release.namespace, "--wait")
-    release.wait_ready(2)
-    assert {p["metadata"]["name"] for p in release.pods()} == before
+    free = NODE_CPUS * len(cluster.nodes) - len(before)
+    release.kubectl("apply", "-f", "-", stdin=json.dumps(_filler(release, free)))
+    try:
+        release.kubectl("rollout", "status", "deployment/filler", "--timeout=90s", timeout=120)
+        release.upgrade(
+            "--set",
+            "podAnnotations.rolled=once",
+            "--set",
+            "rollout.progressDeadlineSeconds=15",
+            wait=False,
+        )
+        status = release.kubectl(
+            "rollout",
+            "status",
+            f"deployment/{release.name}",
+            "--timeout=90s",
+            check=False,
+            timeout=120,
+        )
+        assert status.returncode != 0
+        assert "exceeded its progress deadline" in status.stderr + status.stdout, status
+        pending = [p for p in release.pods() if p["metadata"]["name"] not in before]
+        assert len(pending) == 1 and not ready(pending[0])
+        reasons = " ".join(e["message"] for e in release.events(pending[0]["metadata"]["name"]))
+        assert "Insufficient cpu" in reasons, reasons
+        cluster.helm("rollback", release.name, "--namespace", release.namespace, "--wait")
+        release.wait_ready(2)
+        assert {p["metadata"]["name"] for p in release.pods()} == before
+    finally:
+        release.kubectl(
+            "delete", "deployment", "filler", "--wait=true", "--timeout=90s", timeout=120
+        )
+        deadline = time.monotonic() + 90  # its CPU free again for the tests after
+        while release.get("pods", "-l", "app=filler")["items"] and time.monotonic() < deadline:
+            time.sleep(0.5)

@@ -1,5 +1,6 @@
-"""A test cluster leaves the host as it found it: the kernel's settings untouched while it runs
-and after, and a cluster whose owner was killed stopped by the next cluster on its slot.
+"""A test cluster (of testkit.cluster.NODES nodes) leaves the host as it found it: the kernel's
+settings untouched while it runs and after, and a cluster whose owner was killed stopped by the
+next cluster on its slot, every node's components, namespaces and links.
 
 Each test starts a cluster of its own beside the session's (another slot), with only the pause
 image: what is checked is the cluster's machinery (testkit/cluster.py), not the chart.
@@ -70,9 +71,9 @@ def test_a_cluster_leaves_the_hosts_kernel_settings_as_it_found_them(
     archives: list[Path],
 ) -> None:
     """All of /proc/sys as the host sees it (its network namespace included) is the same
-    while a cluster runs and after it is gone as before it started, the settings the kubelet
-    writes (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...) among them; the
-    kubelet's writes landed in the cluster's own files instead."""
+    while a cluster runs and after it is gone as before it started, the settings the kubelets
+    write (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...) among them; each
+    node's kubelet's writes landed in that node's own files instead."""
     first = _sysctls()
     time.sleep(1)
     before = _sysctls()
@@ -80,11 +81,16 @@ def test_a_cluster_leaves_the_hosts_kernel_settings_as_it_found_them(
     with kube.started(archives[-1:]) as running:
         during = _sysctls()
         kept = {
-            name: (running.root / "sysctl" / name).read_text().strip()
-            for name in kube.KUBELET_SYSCTLS
+            node.name: {
+                name: (node.files / "sysctl" / name).read_text().strip()
+                for name in kube.KUBELET_SYSCTLS
+            }
+            for node in running.nodes
         }
     after = _sysctls()
-    assert kept.items() >= KUBELET_WANTS.items(), kept
+    assert len(kept) == kube.NODES
+    for node, wrote in kept.items():
+        assert wrote.items() >= KUBELET_WANTS.items(), (node, wrote)
     for name in KUBELET_WANTS:
         assert during[name] == before[name] and after[name] == before[name], name
     changed_during = {k: v for k, v in _changed(before, during).items() if k not in moving}
@@ -144,12 +150,16 @@ def test_the_next_cluster_on_a_slot_stops_what_a_killed_owner_left_running(
     commands = {pid: c for pid in running if (c := _command(pid))}
     for name in LEFT:
         assert any(name in c for c in commands.values()), (name, commands)
+    kubelets = [c for c in commands.values() if "kube kubelet" in c]
+    assert len(kubelets) == kube.NODES, kubelets
     with kube.started(archives[-1:], slot=slot) as again:
         survivors = {pid: c for pid in commands if (c := _command(pid)) == commands[pid]}
         assert survivors == {}
         assert again.get("pods", "--all-namespaces")["items"] == []
     assert not again.root.exists()
-    assert not Path(f"/run/netns/{again.netns}").exists()
+    for netns in [again.switch_netns, *(node.netns for node in again.nodes)]:
+        assert not Path(f"/run/netns/{netns}").exists(), netns
+    assert not Path(f"/sys/class/net/{again.host_link}").exists()
 
 
 def _command(pid: int) -> str:

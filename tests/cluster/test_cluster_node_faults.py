@@ -1,6 +1,7 @@
 """Faults of the node and of a pod's process, with matches in flight through the ClusterIP
-Service (issue 41, items 7 and 5 on the cluster): the node's kubelet restarted, and one worker
-of a pod stopped outright (SIGSTOP) so that the pod's own supervisor has to find and replace it.
+Service (issue 41, items 7 and 5 on the cluster): the kubelet of a node running a pod restarted,
+and one worker of a pod stopped outright (SIGSTOP) so that the pod's own supervisor has to find
+and replace it.
 
 The release is the session's `release` (conftest.py): the chart's defaults, 2 pods of 2 workers.
 Lobbies (testkit/lobbies.py) play 16 matches over 8 replicas with the published service config
@@ -24,7 +25,6 @@ import pytest
 
 from service.metrics import FLUSH_SECONDS
 from testkit.chart_on_cluster import Release, ready
-from testkit.cluster import NODE
 from testkit.lobbies import Lobbies, replica
 from testkit.matchplay import failures_by_kind
 
@@ -84,34 +84,41 @@ def pod_state(release: Release) -> dict[str, tuple[str, int, str]]:
     return found
 
 
-def _node_ready_since(release: Release, moment: datetime.datetime) -> bool:
+def _node_ready_since(release: Release, name: str, moment: datetime.datetime) -> bool:
     """Whether the node is Ready and its kubelet renewed the node's Lease (its heartbeat, in
     microseconds) after `moment`."""
-    node = release.cluster.get("node", NODE)
+    node = release.cluster.get("node", name)
     (condition,) = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
-    lease = release.cluster.get("lease", NODE, "--namespace", "kube-node-lease")
+    lease = release.cluster.get("lease", name, "--namespace", "kube-node-lease")
     renewed = datetime.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
     return bool(condition["status"] == "True" and renewed > moment)
 
 
 @pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_restarted_kubelet_costs_no_call(release: Release, sent: signal.Signals) -> None:
-    """The node's kubelet stopped (SIGTERM, or SIGKILL) and started again with the same
-    command line while matches play: no call fails, calls flow every second, the node is
-    Ready with its Lease renewed by the new kubelet, and the pods go on (same pods, no
-    container restarted). The restarted kubelet reports each pod's Ready condition anew: when
-    it was seen not Ready is printed, not asserted (the lobbies' connections outlive it)."""
+    """The kubelet of a node running a pod of the release stopped (SIGTERM, or SIGKILL) and
+    started again with the same command line while matches play: no call fails, calls flow
+    every second, the node is Ready with its Lease renewed by the new kubelet, and the pods
+    go on (same pods, no container restarted). The restarted kubelet reports each pod's
+    Ready condition anew: when it was seen not Ready is printed, not asserted (the lobbies'
+    connections outlive it)."""
     cluster = release.cluster
-    release.wait_ready(2)
+    pods = release.wait_ready(2)
+    node = cluster.node(pods[0]["spec"]["nodeName"])
+    kubelet = node.component("kubelet")
     before = pod_state(release)
     with lobbies(release, f"kubelet-{sent.name}") as played:
         time.sleep(2)
         began = time.monotonic()
-        cluster.stop_component("kubelet", sent=sent)
+        cluster.stop_component(kubelet, sent=sent)
         restarted = datetime.datetime.now(datetime.UTC)
-        cluster.restart_component("kubelet")
+        cluster.restart_component(kubelet)
         stopped_for = time.monotonic() - began
-        cluster.wait("the node Ready again", lambda: _node_ready_since(release, restarted), 60)
+        cluster.wait(
+            "the node Ready again",
+            lambda: _node_ready_since(release, node.name, restarted),
+            60,
+        )
         ready_after = time.monotonic() - began
         unready = _unready_while(release, began, time.monotonic() + AFTER_READY)
         release.wait_ready(2, seconds=30)
@@ -125,8 +132,9 @@ def test_a_restarted_kubelet_costs_no_call(release: Release, sent: signal.Signal
     }, (before, after)
     flapped = sorted(name for uid, (name, _, since) in after.items() if since != before[uid][2])
     print(
-        f"\nkubelet restart ({sent.name}): stopped and started in {stopped_for:.1f} s, node "
-        f"Ready with its Lease renewed {ready_after:.1f} s after the stop; {calls} calls in "
+        f"\nkubelet restart ({sent.name}, {node.name}): stopped and started in "
+        f"{stopped_for:.1f} s, node Ready with its Lease renewed {ready_after:.1f} s after "
+        f"the stop; {calls} calls in "
         f"{ended - began:.1f} s (fewest in a second {fewest}), 0 failed; pods "
         f"{sorted(name for name, _, _ in before.values())} not restarted; Ready condition "
         f"changed on {len(flapped)} of them, seen not Ready {unready}"

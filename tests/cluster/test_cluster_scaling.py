@@ -4,8 +4,8 @@ Deployment up under ghz load and back down to minReplicas after it, each within 
 `helm upgrade` while scaled up keeps the autoscaler's count (the chart's `basra-rules.replicas`
 reads it with `lookup`).
 
-The release is the module's own, alone on the node: requests.cpu=500m (so that
-maxReplicas=4 pods fit the node's 2 allocatable CPUs, testkit.cluster.NODE_CPUS), a CPU
+The release is the module's own, alone on the cluster: requests.cpu=500m (so that
+maxReplicas=4 pods fit wherever the scheduler puts them, NODE_CPUS a node), a CPU
 target of 20 % (TARGET says why), and autoscaling.behavior with a 15 s scale-down
 stabilization window instead of Kubernetes' 5 minutes, so that the test is bounded. The
 cluster's autoscaler looks every 5 s and metrics-server resolves 15 s windows.
@@ -64,7 +64,7 @@ MIN_LOAD_PACE = 20
 @pytest.fixture(scope="module")
 def scaling_release(cluster: kube.Cluster) -> Iterator[Release]:
     """The chart with room for maxReplicas pods and a short scale-down window, alone on the
-    node; uninstalled after the module."""
+    cluster; uninstalled after the module."""
     uninstall_all(cluster)
     # The release name holds the chart name, so that its objects are named as the release.
     yield install(cluster, "basra-rules", namespace="scale", values=VALUES)
