@@ -189,6 +189,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_drain.py": NotRun(
         "one module of tests/cluster, which the test command runs whole"
     ),
+    ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_node_loss.py": NotRun(
+        "one module of tests/cluster, which the test command runs whole"
+    ),
     "bash .ci/setup dev": NotRun("the test command's own set-up, which it runs first"),
     # docs/integration.md: the Java client's tests, which the test command runs itself
     "(cd examples/java && mvn -q -B verify)": NotRun(
