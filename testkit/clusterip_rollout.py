@@ -282,7 +282,8 @@ class Measured:
         return next(s for s in self.seen if s.name == name)
 
 
-def _client(target: str, rate: float, kind: str) -> subprocess.Popen[str]:
+def start_client(target: str, rate: float, kind: str) -> subprocess.Popen[str]:
+    """A client process (client_main) of this kind sending at `rate` to `target`."""
     command = [sys.executable, "-m", "testkit.clusterip_rollout", "client", target]
     command += ["--rate", str(rate)]
     command += {PUBLISHED: [], PLAIN: ["--plain"], NO_RETRY: ["--no-retry"]}[kind]
@@ -297,7 +298,8 @@ def _client(target: str, rate: float, kind: str) -> subprocess.Popen[str]:
     )
 
 
-def _line(process: subprocess.Popen[str], event: str) -> dict[str, Any]:
+def read_event(process: subprocess.Popen[str], event: str) -> dict[str, Any]:
+    """The next line of a client process that is this event."""
     assert process.stdout is not None
     for text in process.stdout:
         parsed = json.loads(text)
@@ -311,7 +313,8 @@ def _kill_all(pods: Sequence[harness.ServedProcess]) -> None:
         pod.kill()
 
 
-def _kill(process: subprocess.Popen[str]) -> None:
+def stop_client(process: subprocess.Popen[str]) -> None:
+    """Kill a client process if it still runs, and reap it."""
     if process.poll() is None:
         process.kill()
     process.wait(10)
@@ -335,11 +338,11 @@ def measure(
         stack.callback(_kill_all, pods)
         forwarder = Forwarder(pod.port, setup)
         stack.callback(forwarder.close)
-        clients = {kind: _client(forwarder.target, rate, kind) for kind in kinds}
+        clients = {kind: start_client(forwarder.target, rate, kind) for kind in kinds}
         for process in clients.values():
-            stack.callback(_kill, process)
+            stack.callback(stop_client, process)
         for process in clients.values():
-            _line(process, "ready")
+            read_event(process, "ready")
         time.sleep(SETTLE_SECONDS)
         rolled = []
         for _ in range(rollouts):
@@ -358,7 +361,7 @@ def measure(
             assert process.stdin is not None
             process.stdin.close()
         for name, process in clients.items():
-            rows = _line(process, "calls")["calls"]
+            rows = read_event(process, "calls")["calls"]
             seen.append(Seen(name, tuple((float(s), str(c), str(d)) for s, c, d in rows)))
         return Measured(rate, setup, tuple(rolled), tuple(seen), forwarder.connections)
     raise AssertionError("unreachable")

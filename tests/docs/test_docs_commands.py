@@ -186,6 +186,10 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
     ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_http.py": NotRun(
         "one module of tests/cluster, which the test command runs whole"
     ),
+    (
+        "BASRA_PACE_ROLLOUTS=20 .venv/bin/python -m pytest -q -s -p no:xdist "
+        "tests/cluster/test_cluster_rollout_pace.py"
+    ): NotRun("one module of tests/cluster with 20 rollouts; the test command runs it with 3"),
     ".venv/bin/python -m pytest -q -s -p no:xdist tests/cluster/test_cluster_drain.py": NotRun(
         "one module of tests/cluster, which the test command runs whole"
     ),
