@@ -978,6 +978,10 @@ def _kubelet(cluster: Cluster, node: Node) -> None:
             "podLogsDir": str(root / "pod-logs"),
             "resolvConf": str(resolv),
             "failSwapOn": False,
+            # Each call is a line of the server's log; the tests read lines back with
+            # `kubectl logs`, which shows the current file alone: at the default 10Mi a
+            # rotation a few seconds after a line (the suite's ghz runs log tens of MB) hides it.
+            "containerLogMaxSize": "200Mi",
             "serializeImagePulls": False,
             # Images are imported, never pulled: never collect them.
             "imageGCHighThresholdPercent": 100,

@@ -248,7 +248,9 @@ def test_a_hung_worker_in_a_pod_is_replaced_and_the_pod_stays_ready(release: Rel
     try:
         assert killed - stopped <= REPLACED_WITHIN, killed - stopped
         lines = [json.loads(line) for line in release.logs(pod) if line.startswith("{")]
-        (hung,) = [line for line in lines if line.get("event") == HUNG]
+        found = [line for line in lines if line.get("event") == HUNG]
+        assert len(found) == 1, (len(lines), lines[:1], [x for x in lines if "worker" in str(x)])
+        (hung,) = found
         assert hung["pid"] == int(inner), hung
         (new,) = [
             line
