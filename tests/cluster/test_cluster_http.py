@@ -365,4 +365,7 @@ def test_a_rolling_update_fails_no_http_call_in_flight(
     assert during >= MIN_PACE * seconds, (during, seconds)
     assert p99 <= P99_SECONDS, p99
     assert closed >= 1, "no connection was closed: the callers never left the old pods"
-    assert len(new) == 2 and all(n > 0 for n in new.values()), new
+    # The callers left the old pods for the new ones, not necessarily for both: a persistent
+    # connection stays where kube-proxy put it, and callers that left the first old pod while
+    # only one new pod was Ready all went there (one CI run saw 2,510 and 0).
+    assert len(new) == 2 and sum(new.values()) > 0, new
