@@ -126,6 +126,17 @@ def running(backend: str, *flags: str) -> Iterator[RunningGateway]:
         reader.join(10)
 
 
+def first_move(legal: dict[str, Any]) -> dict[str, Any]:
+    """The action of the first legal move (its first plan, or a trail), in proto3 JSON."""
+    move = legal["moves"][0]
+    action: dict[str, Any] = {"seat": legal.get("seat", 0), "card": move["card"]}
+    if move.get("plans"):
+        action["planId"] = move["plans"][0]["id"]
+    else:
+        action["trail"] = True
+    return action
+
+
 @contextmanager
 def gateway(backend: str) -> Iterator[str]:
     """basra-gateway in front of the gRPC server at `backend`; its base URL

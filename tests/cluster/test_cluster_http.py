@@ -48,7 +48,7 @@ from testkit.chart_on_cluster import (
     wait_drained,
 )
 from testkit.cluster import Cluster
-from testkit.http_gateway import ROUTE, Answer, call
+from testkit.http_gateway import ROUTE, Answer, call, first_move
 from testkit.metrics_files import counter_total
 
 pytestmark = pytest.mark.timeout(600)
@@ -111,17 +111,6 @@ def http_release(cluster: Cluster) -> Iterator[Release]:
 def url(release: Release) -> str:
     """The HTTP port through the Service's ClusterIP."""
     return f"http://{release.service_ip()}:{HTTP_PORT}"
-
-
-def first_move(legal: dict[str, Any]) -> dict[str, Any]:
-    """The action of the first legal move (its first plan, or a trail), in proto3 JSON."""
-    move = legal["moves"][0]
-    action: dict[str, Any] = {"seat": legal.get("seat", 0), "card": move["card"]}
-    if move.get("plans"):
-        action["planId"] = move["plans"][0]["id"]
-    else:
-        action["trail"] = True
-    return action
 
 
 def next_request(answer: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from google.rpc import error_details_pb2  # type: ignore[import-untyped]  # noqa
 
 from clients import channels
 from testkit import harness
-from testkit.http_gateway import call, gateway
+from testkit.http_gateway import call, first_move, gateway
 
 SEED = b"http-play"
 LABELS = ["north", "south"]
@@ -35,17 +35,6 @@ def served() -> Iterator[harness.ServedProcess]:
         yield server
     finally:
         server.stop()
-
-
-def first_move(legal: dict[str, Any]) -> dict[str, Any]:
-    """The action of the first legal move (its first plan, or a trail), in proto3 JSON."""
-    move = legal["moves"][0]
-    action: dict[str, Any] = {"seat": legal.get("seat", 0), "card": move["card"]}
-    if move.get("plans"):
-        action["planId"] = move["plans"][0]["id"]
-    else:
-        action["trail"] = True
-    return action
 
 
 def test_a_match_over_http_is_the_match_over_grpc(served: harness.ServedProcess) -> None:
