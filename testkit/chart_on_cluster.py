@@ -186,6 +186,28 @@ def uninstall_all(cluster: Cluster, seconds: float = 120.0) -> None:
         time.sleep(0.5)
 
 
+def wait_settled(cluster: Cluster, seconds: float = 180.0) -> None:
+    """Wait until every pod of the cluster (all namespaces, those being deleted aside) is
+    Ready: what a fault left behind is mended before the next test reads the cluster."""
+    deadline = time.monotonic() + seconds
+    while True:
+        pods = [
+            p
+            for p in cluster.get("pods", "--all-namespaces")["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        unready = [
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in pods
+            if not ready(p) and p.get("status", {}).get("phase") != "Succeeded"
+        ]
+        if not unready:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods not Ready within {seconds} s: {unready}")
+        time.sleep(0.5)
+
+
 def rollout_status(release: Release, seconds: int = 180) -> None:
     """`kubectl rollout status` of the release's Deployment, bounded."""
     release.kubectl(

@@ -18,7 +18,8 @@ options) over CHANNELS channels. The figures per caller (testkit.blackhole.Outco
 calls, their share of a minute's, when all were OK again) and Kubernetes' times (node not
 Ready, the lost pod out of the Service's endpoints, the replacement Ready) are printed;
 what is asserted is what bounds them (the module's test docstring). The node is restored
-after (link up, containerd and kubelet started again) for the modules after this one.
+after (link up, containerd and kubelet started again, every pod of the cluster Ready) for the
+modules after this one.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from clients import channels
 from testkit import cluster as kube
 from testkit import paced
 from testkit.blackhole import FAILED_GOAL_SHARE, RECOVERY_GOAL_SECONDS, Call, Outcome
-from testkit.chart_on_cluster import Release, install, ready
+from testkit.chart_on_cluster import Release, install, ready, wait_settled
 from testkit.lobbies import SERVICE_CONFIG
 
 pytestmark = pytest.mark.timeout(600)
@@ -196,6 +197,11 @@ def _restore(cluster: kube.Cluster, victim: kube.Node, link: tuple[str, ...]) ->
         cluster.restart_component(kubelet)
         time.sleep(3)
     cluster.wait("the lost node Ready again", lambda: _node_ready(cluster, victim.name), 120)
+    # The pods of other releases on that node (the session's) are not Ready until its kubelet
+    # probes them again: the modules after this one expect them serving.
+    began = time.monotonic()
+    wait_settled(cluster)
+    print(f"\nthe lost node Ready again; every pod Ready {time.monotonic() - began:.1f} s later")
 
 
 def _connections_by_pod(cluster: kube.Cluster, service_ip: str) -> dict[str, int]:

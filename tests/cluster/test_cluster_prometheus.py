@@ -89,8 +89,7 @@ def test_every_pod_is_scraped_through_the_services_metrics_port(
         p for p in release.get("service", release.name)["spec"]["ports"] if p["name"] == "metrics"
     ]
     assert port["port"] == 9464 and port["targetPort"] == "metrics"
-    pods = {p["metadata"]["name"] for p in release.ready_pods()}
-    assert len(pods) == 2
+    pods = {p["metadata"]["name"] for p in release.wait_ready(2)}
     up = prometheus.wait(
         "every pod scraped",
         lambda: (
