@@ -59,6 +59,10 @@ class Failure:
     details: str
     metadata: tuple[tuple[str, str], ...] = ()
     """The ErrorInfo's metadata of a refusal (keyId, field, ...)."""
+    began: float = 0.0
+    """When a failed call was sent (time.monotonic()); 0 for an answer found wrong."""
+    ended: float = 0.0
+    """When a failed call ended (time.monotonic()); 0 for an answer found wrong."""
 
 
 @dataclass
@@ -185,7 +189,9 @@ class Matches:
             metadata = tuple(sorted(infos[0].metadata.items())) if infos else ()
             code = error.code().name
             failure = Failure(method, target.name, made_by, code, reason, error.details() or "")
-            self._fail(dataclasses.replace(failure, metadata=metadata))
+            self._fail(
+                dataclasses.replace(failure, metadata=metadata, began=began, ended=time.monotonic())
+            )
             return None
         finally:
             now = time.monotonic()

@@ -25,6 +25,7 @@ import pytest
 
 from service.metrics import FLUSH_SECONDS
 from testkit.chart_on_cluster import Release, ready
+from testkit.hung_worker import CUT_SECONDS, FAST_FAILURE, RECONNECT_WINDOW, REPLACED_WITHIN
 from testkit.lobbies import Lobbies, replica
 from testkit.matchplay import failures_by_kind
 
@@ -39,14 +40,11 @@ MIN_EACH_SECOND = 10
 # After the kubelet is Ready again, the lobbies play on this long (a readiness probe period
 # of the chart, 5 s, and more), so that what the restart does to the pods' readiness is seen.
 AFTER_READY = 8.0
-# The stopped worker killed by its supervisor within this of the stop (issue 41).
-REPLACED_WITHIN = 5.0
 # The lobbies play on this long after the kill.
 AFTER_KILL = 8.0
 # A call started after the kill (plus the time for its client to read the reset) is answered
 # well within this: none waits on the stopped worker.
 AFTER_KILL_SLOWEST = 2.0
-CUT_SECONDS = 0.25
 HUNG = "worker hung, killing and replacing it"
 
 
@@ -217,8 +215,9 @@ def _gone(pid: int) -> bool:
 def test_a_hung_worker_in_a_pod_is_replaced_and_the_pod_stays_ready(release: Release) -> None:
     """SIGSTOP on the busiest worker of the two pods while matches play: the pod's supervisor
     kills it within 5 s (its log line, basra_workers_replaced_total{reason="hung"}) and a new
-    worker serves; the pod stays Ready and no container restarts; no call fails and none
-    started after the kill waits on the stopped worker."""
+    worker serves; the pod stays Ready and no container restarts; no call started after the
+    kill waits on the stopped worker, and none fails but at once within RECONNECT_WINDOW of the
+    kill (testkit.hung_worker)."""
     release.wait_ready(2)
     before = pod_state(release)
     pods = {p["metadata"]["uid"]: p for p in release.pods()}
@@ -272,10 +271,23 @@ def test_a_hung_worker_in_a_pod_is_replaced_and_the_pod_stays_ready(release: Rel
     with tally.lock:
         late = [took for at, took in tally.ended if at - took >= killed + CUT_SECONDS]
     assert late and max(late) <= AFTER_KILL_SLOWEST, (len(late), max(late, default=0.0))
-    assert tally.failures == [], (
+    # As on loopback (tests/service/test_service_hung_worker.py): a call may fail, at once,
+    # where its channel's reconnection reached the stopped worker's listener, which a pod's
+    # supervisor cannot take out of the port before the kill (testkit.hung_worker); none fails
+    # otherwise, none waits out its deadline, and every call started once the reconnection
+    # backoff is over is answered.
+    window = killed + RECONNECT_WINDOW
+    unexplained = [
+        f
+        for f in tally.failures
+        if f.code != "UNAVAILABLE"
+        or not stopped <= f.ended <= window
+        or (f.began >= killed and f.ended - f.began > FAST_FAILURE)
+    ]
+    assert unexplained == [], (
         failed_at_kill,
         failures_by_kind(tally.failures),
-        tally.failures[:3],
+        unexplained[:3],
     )
     calls, fewest = assert_flowed(played, killed, ended)
     print(
@@ -285,5 +297,6 @@ def test_a_hung_worker_in_a_pod_is_replaced_and_the_pod_stays_ready(release: Rel
         f"{', listener_open ' + str(hung.get('listener_open')) if 'listener_open' in hung else ''}"
         f"); {calls} calls in the {ended - killed:.1f} s after the kill (fewest in a second "
         f"{fewest}, slowest started after it {1000 * max(late):.0f} ms); "
-        f"{tally.total()} calls in all, 0 failed; pod Ready throughout, not restarted"
+        f"{tally.total()} calls in all, {len(tally.failures)} failed (UNAVAILABLE, at once, "
+        f"within {RECONNECT_WINDOW} s of the kill); pod Ready throughout, not restarted"
     )

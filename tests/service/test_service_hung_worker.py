@@ -34,25 +34,14 @@ from service.worker_probes import PoolWatch, WorkerProbes, close_listener, liste
 from testkit import harness
 from testkit.calls import scrape, start_server
 from testkit.harness import ServedProcess
+from testkit.hung_worker import CUT_SECONDS, FAST_FAILURE, RECONNECT_WINDOW, REPLACED_WITHIN
 
 # Several channels, each its own connection, so that the kernel gives both workers some.
 CHANNELS = 8
 CALL_DEADLINE = 2.0
-# The stopped worker killed and a new one started within 5 s of the stop (issue 41); how soon
-# the new one serves depends on the machine's load (an interpreter's start), so it is printed.
-REPLACED_WITHIN = 5.0
-# A call that fails without waiting out its deadline ends well within this.
-FAST_FAILURE = 0.5
+# How soon the new worker serves depends on the machine's load (an interpreter's start), so
+# it is printed; the callers run on this long after.
 RUN_AFTER_REPLACEMENT = 3.0
-# The kill resets the stopped worker's connections. Where the supervisor could not take its
-# listener out of the port first (no pidfd_getfd), a channel whose reconnection reached that
-# listener waits grpc's initial reconnect backoff (1 s, +-20 % jitter), failing calls at once
-# meanwhile (seen in about one run of three). Past that and a new connection, every call is
-# answered; with the listener out first, every call started after the kill is.
-RECONNECT_WINDOW = 2.0
-# The test sees the kill when the worker's pid is gone (looked for every 20 ms); a call sent
-# on its connection before the client read the reset is cut all the same (at once).
-CUT_SECONDS = 0.25
 # The flood: more callers than the admission bound lets in, for several probe timeouts.
 FLOOD_THREADS = 80
 FLOOD_SECONDS = 8.0
