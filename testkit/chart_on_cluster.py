@@ -154,6 +154,48 @@ def ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def pod_processes(pod: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
+    """The pod's processes other than the pause container's, by host pid: (parent's host pid,
+    pid in the pod's own namespace)."""
+    marker = f"pod{pod['metadata']['uid']}"
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            groups = (entry / "cgroup").read_text()
+            command = (entry / "cmdline").read_bytes()
+            status = dict(
+                line.split(":", 1) for line in (entry / "status").read_text().splitlines()
+            )
+        except (OSError, ValueError):
+            continue
+        if marker in groups and b"pause" not in command.split(b"\0")[0]:
+            found[int(entry.name)] = (int(status["PPid"]), int(status["NSpid"].split()[-1]))
+    return found
+
+
+def workers(pod: Mapping[str, Any]) -> dict[int, int]:
+    """The pod's workers, host pid by pid in the pod: the children of its supervisor (the one
+    process whose parent is not the pod's) that multiprocessing spawned (not its resource
+    tracker)."""
+    processes = pod_processes(pod)
+    (supervisor,) = [pid for pid, (parent, _) in processes.items() if parent not in processes]
+    return {
+        pid: inner
+        for pid, (parent, inner) in processes.items()
+        if parent == supervisor and b"spawn_main" in _command_line(pid)
+    }
+
+
+def _command_line(pid: int) -> bytes:
+    """A process's command line; empty once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def install(
     cluster: Cluster, name: str, namespace: str, values: Sequence[str] = (), wait: bool = True
 ) -> Release:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.chart_on_cluster import RULES_SERVICE, Release, ready
+from testkit.chart_on_cluster import RULES_SERVICE, Release, pod_processes, ready
 from testkit.cluster import NODE_CPUS, PAUSE_IMAGE
 from testkit.deployment import REPO
 
@@ -65,33 +65,13 @@ def test_every_pod_turns_ready_through_the_kubelets_grpc_probes(release: Release
         assert successes and float(successes[0].rpartition(" ")[2]) >= 1, name
 
 
-def _server_processes(release: Release, pod: dict[str, object]) -> list[int]:
-    """The host PIDs of the pod's server container (the supervisor and its workers)."""
-    metadata = pod["metadata"]
-    assert isinstance(metadata, dict)
-    uid = str(metadata["uid"])
-    marker = f"pod{uid}"
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            groups = (entry / "cgroup").read_text()
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker in groups and b"pause" not in command.split(b"\0")[0]:
-            found.append(int(entry.name))
-    return found
-
-
 def test_the_security_context_is_accepted_and_holds(release: Release) -> None:
     """The pods run under the chart's context as the kernel sees them: uid 10001, no
     capabilities, no new privileges, a read-only root; and they serve."""
     for pod in release.ready_pods():
         context = pod["spec"]["containers"][0]["securityContext"]
         assert context["readOnlyRootFilesystem"] and context["capabilities"]["drop"] == ["ALL"]
-        pids = _server_processes(release, pod)
+        pids = list(pod_processes(pod))
         assert len(pids) >= 3, "a supervisor and two workers"
         for pid in pids:
             status = dict(

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from service.metrics import FLUSH_SECONDS
-from testkit.chart_on_cluster import Release, ready
+from testkit.chart_on_cluster import Release, ready, workers
 from testkit.hung_worker import CUT_SECONDS, FAST_FAILURE, RECONNECT_WINDOW, REPLACED_WITHIN
 from testkit.lobbies import Lobbies, replica
 from testkit.matchplay import failures_by_kind
@@ -150,47 +150,6 @@ def _unready_while(release: Release, began: float, until: float) -> str:
     return f"from {seen[0]:.1f} to {seen[-1]:.1f} s after the stop" if seen else "never"
 
 
-def _pod_processes(pod: dict[str, Any]) -> dict[int, tuple[int, int]]:
-    """The pod's processes other than the pause container's, by host pid: (parent's host pid,
-    pid in the pod's own namespace)."""
-    marker = f"pod{pod['metadata']['uid']}"
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            groups = (entry / "cgroup").read_text()
-            command = (entry / "cmdline").read_bytes()
-            status = dict(
-                line.split(":", 1) for line in (entry / "status").read_text().splitlines()
-            )
-        except (OSError, ValueError):
-            continue
-        if marker in groups and b"pause" not in command.split(b"\0")[0]:
-            found[int(entry.name)] = (int(status["PPid"]), int(status["NSpid"].split()[-1]))
-    return found
-
-
-def _workers(pod: dict[str, Any]) -> dict[int, int]:
-    """The pod's workers, host pid by pid in the pod: the children of its supervisor (the one
-    process whose parent is not the pod's) that multiprocessing spawned (not its resource
-    tracker)."""
-    processes = _pod_processes(pod)
-    (supervisor,) = [pid for pid, (parent, _) in processes.items() if parent not in processes]
-    return {
-        pid: inner
-        for pid, (parent, inner) in processes.items()
-        if parent == supervisor and b"spawn_main" in _command(pid)
-    }
-
-
-def _command(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 def _replaced(pod: dict[str, Any]) -> dict[str, float]:
     """basra_workers_replaced_total by reason, from the pod's metrics port."""
     url = f"http://{pod['status']['podIP']}:9464/metrics"
@@ -234,7 +193,7 @@ def test_a_hung_worker_in_a_pod_is_replaced_and_the_pod_stays_ready(release: Rel
         (uid, inner), busiest = max(grown.items(), key=lambda item: item[1])
         assert busiest > 0, grown
         pod = pods[uid]
-        (victim,) = [host for host, pid in _workers(pod).items() if str(pid) == inner]
+        (victim,) = [host for host, pid in workers(pod).items() if str(pid) == inner]
         stopped_wall = datetime.datetime.now(datetime.UTC)
         stopped = time.monotonic()
         os.kill(victim, signal.SIGSTOP)
@@ -257,7 +216,7 @@ def test_a_hung_worker_in_a_pod_is_replaced_and_the_pod_stays_ready(release: Rel
             if line.get("event") == "worker replaced" and line.get("reason") == "hung"
         ]
         assert new["replaced"] == int(inner), new
-        assert len(_workers(pod)) == 2
+        assert len(workers(pod)) == 2
         assert _replaced(pod).get("hung", 0.0) == replaced_before[uid] + 1
     finally:
         if not _gone(victim):
