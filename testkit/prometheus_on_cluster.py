@@ -41,6 +41,7 @@ INTERVAL = "2s"
 REFRESH_SECONDS = 2.0
 START_SECONDS = 60.0
 SHEDDING_ALERT = "BasraShedding"
+WORKERS_REPLACED_ALERT = "BasraWorkersReplaced"
 """The name of the shedding alert in RULES that the tests evaluate."""
 
 # What an operator writes under `kubernetes_sd_configs: [{role: endpointslice}]`: the chart's

@@ -10,12 +10,15 @@ rule file by name (SHEDDING_ALERT) and its expression evaluated through the quer
 pending.
 
 The module's Prometheus starts empty, so every `[5m]` window below holds this module's traffic
-only; the light load runs before the heavy one.
+only; the light load runs before the heavy one. The last test kills a worker of a pod, for the
+alert on workers replaced.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +31,7 @@ from service.handlers import Handlers
 from service.outcomes import Facts
 from testkit import ghz_tool
 from testkit import prometheus_on_cluster as prom
-from testkit.chart_on_cluster import RULES_SERVICE, Release
+from testkit.chart_on_cluster import RULES_SERVICE, Release, workers
 from testkit.deployment import REPO
 
 pytestmark = pytest.mark.timeout(600)
@@ -329,3 +332,44 @@ def _stable(prometheus: prom.Prometheus, namespace: str) -> dict[tuple[str, str]
     time.sleep(6.5)
     second = _by_pod(prometheus, namespace)
     return second if first == second and second else None
+
+
+def test_a_worker_that_died_in_a_pod_fires_the_workers_replaced_alert(
+    release: Release, prometheus: prom.Prometheus
+) -> None:
+    """SIGKILL, from the host, on one worker of one pod: its supervisor replaces it, and the
+    chart's BasraWorkersReplaced alert, evaluated by Prometheus on the scraped series, fires
+    naming that pod and reason `died`, and no other pod."""
+    pods = release.wait_ready(2)
+    victim_pod = pods[0]
+    name = victim_pod["metadata"]["name"]
+    replaced = (
+        f'basra_workers_replaced_total{{namespace="{release.namespace}",pod="{name}",'
+        f'reason="died"}}'
+    )
+    # A sample from before the kill, so that the window's increase sees it.
+    scraped = prometheus.wait(
+        "the pod's replacement count scraped", lambda: prometheus.query(replaced), SETTLE_SECONDS
+    )
+    before = prom.sample_value(scraped)
+    assert before is not None, scraped
+    found = workers(victim_pod)
+    assert len(found) == 2, found
+    os.kill(min(found), signal.SIGKILL)
+    release.cluster.wait("a new worker in its place", lambda: len(workers(victim_pod)) == 2, 30)
+
+    def firing() -> list[dict[str, str]] | None:
+        alerts = [
+            a["labels"]
+            for a in prometheus.api("alerts")["alerts"]
+            if a["labels"]["alertname"] == prom.WORKERS_REPLACED_ALERT and a["state"] == "firing"
+        ]
+        return alerts or None
+
+    (labels,) = prometheus.wait("the alert firing", firing, SETTLE_SECONDS)
+    assert (labels["namespace"], labels["pod"], labels["reason"]) == (
+        release.namespace,
+        name,
+        "died",
+    ), labels
+    assert prom.sample_value(prometheus.query(replaced)) == before + 1
