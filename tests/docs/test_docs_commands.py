@@ -197,6 +197,9 @@ COMMANDS: dict[str, Run | Serve | NotRun] = {
         "one module of tests/cluster, which the test command runs whole"
     ),
     "bash .ci/setup dev": NotRun("the test command's own set-up, which it runs first"),
+    "GOCACHE=$(mktemp -d) GOMODCACHE=$(mktemp -d) CI=true bash .ci/run": NotRun(
+        "the whole test command with empty Go caches (about 29 minutes): it runs this test"
+    ),
     # docs/integration.md: the Java client's tests, which the test command runs itself
     "(cd examples/java && mvn -q -B verify)": NotRun(
         "the test command runs exactly this after pytest (.ci/test)"
