@@ -308,6 +308,12 @@ def read_event(process: subprocess.Popen[str], event: str) -> dict[str, Any]:
     raise RuntimeError(f"client ended before '{event}' (exit {process.wait(10)}; see stderr)")
 
 
+def calls_seen(name: str, process: subprocess.Popen[str]) -> Seen:
+    """What a client process whose stdin was closed sent: its `calls` event, as a Seen."""
+    rows = read_event(process, "calls")["calls"]
+    return Seen(name, tuple((float(s), str(c), str(d)) for s, c, d in rows))
+
+
 def _kill_all(pods: Sequence[harness.ServedProcess]) -> None:
     for pod in pods:
         pod.kill()
@@ -361,8 +367,7 @@ def measure(
             assert process.stdin is not None
             process.stdin.close()
         for name, process in clients.items():
-            rows = read_event(process, "calls")["calls"]
-            seen.append(Seen(name, tuple((float(s), str(c), str(d)) for s, c, d in rows)))
+            seen.append(calls_seen(name, process))
         return Measured(rate, setup, tuple(rolled), tuple(seen), forwarder.connections)
     raise AssertionError("unreachable")
 

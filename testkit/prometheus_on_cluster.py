@@ -41,8 +41,9 @@ INTERVAL = "2s"
 REFRESH_SECONDS = 2.0
 START_SECONDS = 60.0
 SHEDDING_ALERT = "BasraShedding"
-WORKERS_REPLACED_ALERT = "BasraWorkersReplaced"
 """The name of the shedding alert in RULES that the tests evaluate."""
+WORKERS_REPLACED_ALERT = "BasraWorkersReplaced"
+"""The name of the alert in RULES on workers replaced, which a test fires."""
 
 # What an operator writes under `kubernetes_sd_configs: [{role: endpointslice}]`: the chart's
 # Services (label app.kubernetes.io/name=basra-rules) on their port named `metrics`, and the

@@ -19,7 +19,7 @@ import pytest
 
 from testkit import clusterip_rollout
 from testkit.chart_on_cluster import Release, rollout_status, wait_drained
-from testkit.clusterip_rollout import PLAIN, PUBLISHED, Rolled, Seen
+from testkit.clusterip_rollout import PLAIN, PUBLISHED, Rolled
 
 ROLLOUTS = int(os.environ.get("BASRA_PACE_ROLLOUTS", "3"))
 RATE = 300.0
@@ -57,8 +57,7 @@ def test_a_client_at_300_calls_a_second_loses_no_call_through_rollouts(
         for kind, process in clients.items():
             assert process.stdin is not None
             process.stdin.close()
-            calls = clusterip_rollout.read_event(process, "calls")["calls"]
-            seen[kind] = Seen(kind, tuple((float(s), str(c), str(d)) for s, c, d in calls))
+            seen[kind] = clusterip_rollout.calls_seen(kind, process)
     finally:
         for process in clients.values():
             clusterip_rollout.stop_client(process)
